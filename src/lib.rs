@@ -1,0 +1,15 @@
+//! radar: streaming anomaly detection over MQTT sensor streams, with signed,
+//! fenced recovery snapshots in PostgreSQL.
+//!
+//! # Layout
+//! - [`config`]: worker settings (environment, key rules) and monitor definitions.
+//! - [`align`]: admission of observations, watermarks and frames (pure).
+//! - [`coverage`]: the versioned history of covered time and gaps (pure).
+//! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
+//!
+//! This crate has no actor runtime; `radar-actors` drives it.
+
+pub mod align;
+pub mod config;
+pub mod coverage;
+pub mod detector;
