@@ -17,6 +17,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::align::Observation;
 use crate::config::ReadingConfig;
 
 /// One sensor value as the payload carried it.
@@ -242,6 +243,26 @@ impl TopicRoutes {
             .copied()
             .ok_or(PayloadRejection::UnknownTopic)
     }
+
+    /// Routes and parses one message into an observation received at
+    /// `received_at` (this worker's clock). The topic is checked first: a
+    /// message nobody subscribed to is not worth parsing.
+    pub fn observation(
+        &self,
+        topic: &str,
+        bytes: &[u8],
+        max_bytes: usize,
+        received_at: DateTime<Utc>,
+    ) -> Result<Observation, PayloadRejection> {
+        let reading = self.route(topic)?;
+        let Payload { ts, value } = parse_payload(bytes, max_bytes)?;
+        Ok(Observation {
+            reading,
+            ts,
+            value,
+            received_at,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -396,6 +417,25 @@ mod tests {
         let routes = TopicRoutes::new(&[reading("a", "plant/a"), reading("b", "plant/b")]);
         assert_eq!(routes.route("plant/b"), Ok(1));
         assert_eq!(routes.route("plant/c"), Err(PayloadRejection::UnknownTopic));
+        let now = Utc.with_ymd_and_hms(2026, 11, 29, 21, 0, 0).unwrap();
+        let body = br#"{"ts": 0, "value": 7}"#;
+        assert_eq!(
+            routes.observation("plant/b", body, LIMIT, now),
+            Ok(Observation {
+                reading: 1,
+                ts: DateTime::UNIX_EPOCH,
+                value: 7.0,
+                received_at: now,
+            })
+        );
+        assert_eq!(
+            routes.observation("plant/c", b"garbage", LIMIT, now),
+            Err(PayloadRejection::UnknownTopic)
+        );
+        assert_eq!(
+            routes.observation("plant/a", b"garbage", LIMIT, now),
+            Err(PayloadRejection::NotJson)
+        );
     }
 
     proptest! {
