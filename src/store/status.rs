@@ -106,8 +106,20 @@ fn to_row((id, name, retired_at, reported): Joined) -> StatusRow {
         coverage: None,
         last_error: None,
     };
-    if let Some((worker, state, phase, connected, processed, checkpoint, token, ownership, recovery, coverage, error, heartbeat)) =
-        reported
+    if let Some((
+        worker,
+        state,
+        phase,
+        connected,
+        processed,
+        checkpoint,
+        token,
+        ownership,
+        recovery,
+        coverage,
+        error,
+        heartbeat,
+    )) = reported
     {
         row.worker_id = Some(worker);
         row.state = state;

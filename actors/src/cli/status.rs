@@ -87,7 +87,17 @@ fn print_table(views: &[StatusJson]) {
     }
     println!(
         "{:<20} {:<15} {:<12} {:<5} {:>10} {:>6} {:>4} {:<20} {:<10} {:<9} {:>9}  LAST ERROR",
-        "MONITOR", "STATE", "PHASE", "CONN", "PROCESSED", "CKPT", "GAPS", "WORKER", "TOKEN", "OWNERSHIP", "HEARTBEAT"
+        "MONITOR",
+        "STATE",
+        "PHASE",
+        "CONN",
+        "PROCESSED",
+        "CKPT",
+        "GAPS",
+        "WORKER",
+        "TOKEN",
+        "OWNERSHIP",
+        "HEARTBEAT"
     );
     for v in views {
         let row = v.row;
