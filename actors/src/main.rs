@@ -2,6 +2,8 @@
 
 mod cli;
 mod logging;
+mod monitor;
+mod worker;
 
 use std::process::ExitCode;
 

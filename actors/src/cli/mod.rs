@@ -44,6 +44,8 @@ enum Command {
     Monitor(monitor::MonitorCommand),
     /// Show every monitor's persisted operational status.
     Status(status::StatusArgs),
+    /// Run the monitors of this worker's shard (or one monitor) until SIGTERM/SIGINT.
+    Worker(crate::worker::WorkerArgs),
 }
 
 /// Flags that override settings, in the settings' own field names.
@@ -88,6 +90,10 @@ impl Cli {
     }
 
     fn dispatch(self, settings: Settings) -> anyhow::Result<ExitCode> {
+        if let Command::Worker(args) = self.command {
+            // The worker runs its own actor system.
+            return crate::worker::run(args, settings);
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -96,6 +102,7 @@ impl Cli {
             Command::Migrate => runtime.block_on(migrate::run(&settings)),
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
             Command::Status(args) => runtime.block_on(status::run(args, &settings)),
+            Command::Worker(_) => unreachable!("handled above"),
         }
     }
 }
