@@ -18,6 +18,36 @@ pub struct DetectorSettings {
     /// The rule that turns flagged frames into alarms.
     #[serde(default)]
     pub alarm: AlarmRule,
+    /// Share of the standardized training variance the principal subspace
+    /// keeps; the rest is watched by the squared prediction error.
+    #[serde(default = "default_explained_variance")]
+    pub explained_variance: f64,
+    /// Weight of the newest frame in the exponentially weighted moving
+    /// average of scores (1 scores every frame on its own).
+    #[serde(default = "default_score_smoothing")]
+    pub score_smoothing: f64,
+    /// Monitored frames the model-health figures look back over.
+    #[serde(default = "default_health_window")]
+    pub health_window: usize,
+    /// Monitored frames between two model-health refreshes.
+    #[serde(default = "default_health_refresh_frames")]
+    pub health_refresh_frames: usize,
+}
+
+fn default_explained_variance() -> f64 {
+    0.9
+}
+
+fn default_score_smoothing() -> f64 {
+    1.0
+}
+
+fn default_health_window() -> usize {
+    1000
+}
+
+fn default_health_refresh_frames() -> usize {
+    100
 }
 
 /// An alarm opens when `open_k` of the last `open_n` frames are flagged and
@@ -47,6 +77,10 @@ impl Default for DetectorSettings {
             calibration_frames: 100,
             false_alarm_rate: 0.01,
             alarm: AlarmRule::default(),
+            explained_variance: default_explained_variance(),
+            score_smoothing: default_score_smoothing(),
+            health_window: default_health_window(),
+            health_refresh_frames: default_health_refresh_frames(),
         }
     }
 }
@@ -83,6 +117,29 @@ impl DetectorSettings {
                     ),
                 ));
             }
+        }
+        let ev = self.explained_variance;
+        if !(ev.is_finite() && ev > 0.0 && ev <= 1.0) {
+            errors.push(FieldError::new(
+                field("explained_variance"),
+                format!("{ev} is not a share in (0, 1]"),
+            ));
+        }
+        let w = self.score_smoothing;
+        if !(w.is_finite() && w > 0.0 && w <= 1.0) {
+            errors.push(FieldError::new(
+                field("score_smoothing"),
+                format!("{w} is not a weight in (0, 1]; 1 turns smoothing off"),
+            ));
+        }
+        if self.health_window == 0 {
+            errors.push(FieldError::new(field("health_window"), "must be at least 1"));
+        }
+        if self.health_refresh_frames == 0 {
+            errors.push(FieldError::new(
+                field("health_refresh_frames"),
+                "must be at least 1",
+            ));
         }
         let alarm = &self.alarm;
         if alarm.open_n == 0 {
