@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(events[1].0, 7);
         assert!(matches!(
             events[1].1,
-            AlarmEvent::Closed { seq: 1, peak_score, .. } if peak_score == 4.0
+            AlarmEvent::Closed { seq: 1, peak_score, .. } if peak_score == 7.0
         ));
     }
 

@@ -56,7 +56,11 @@ impl HealthWindow {
         let score_drift = ks_distance(&scores, calibration);
         ModelHealth {
             window_frames: n,
-            flag_rate: if n == 0 { 0.0 } else { flagged as f64 / n as f64 },
+            flag_rate: if n == 0 {
+                0.0
+            } else {
+                flagged as f64 / n as f64
+            },
             target_rate,
             score_drift,
             drift_p_value: ks_p_value(score_drift, n, calibration.len()),

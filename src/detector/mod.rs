@@ -10,6 +10,7 @@
 
 mod alarm;
 mod conformal;
+mod features;
 mod health;
 mod outcome;
 mod pca;
@@ -21,11 +22,12 @@ mod tests;
 
 pub use alarm::{AlarmEvent, AlarmState};
 pub use conformal::Calibration;
+pub use features::Features;
 pub use health::{HealthWindow, ModelHealth};
 pub use outcome::{Evidence, Outcome, Rejection, Scored};
 pub use pca::{FrameScore, PcaModel};
 pub use robust::{RobustScaler, ScaleSource};
-pub use settings::{AlarmRule, DetectorSettings};
+pub use settings::{AlarmRule, DetectorSettings, LevelTracking};
 pub use state::{Detector, DetectorError, Phase};
 
 /// Version of the numbers this detector produces; part of the snapshot

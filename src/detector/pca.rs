@@ -105,8 +105,7 @@ impl PcaModel {
         let mut cumulative = 0.0;
         if total.is_finite() && total > 0.0 {
             for &v in &values {
-                if cumulative >= explained_variance * total || v <= largest * RELATIVE_EIGEN_FLOOR
-                {
+                if cumulative >= explained_variance * total || v <= largest * RELATIVE_EIGEN_FLOOR {
                     break;
                 }
                 cumulative += v;
@@ -131,7 +130,11 @@ impl PcaModel {
             rows.iter().map(|row| model.raw_statistics(row)).unzip();
         let t2_median = median(&mut t2s);
         let spe_median = median(&mut spes);
-        model.t2_norm = if t2_median > NORM_FLOOR { t2_median } else { 1.0 };
+        model.t2_norm = if t2_median > NORM_FLOOR {
+            t2_median
+        } else {
+            1.0
+        };
         model.spe_norm = spe_median.max(NORM_FLOOR);
         model
     }

@@ -26,6 +26,10 @@ pub struct DetectorSettings {
     /// average of scores (1 scores every frame on its own).
     #[serde(default = "default_score_smoothing")]
     pub score_smoothing: f64,
+    /// Score deviations from a slowly tracked level instead of raw values
+    /// (absent: raw values, a purely static model).
+    #[serde(default)]
+    pub level_tracking: Option<LevelTracking>,
     /// Monitored frames the model-health figures look back over.
     #[serde(default = "default_health_window")]
     pub health_window: usize,
@@ -48,6 +52,20 @@ fn default_health_window() -> usize {
 
 fn default_health_refresh_frames() -> usize {
     100
+}
+
+/// A per-reading level followed by an exponentially weighted moving average;
+/// the detector sees each value's deviation from the level before the frame.
+/// Frames the detector flags move the level only at `flagged_weight`, so a
+/// sustained fault is not learned away while slow, unflagged drift is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelTracking {
+    /// Weight of a normal frame in the level, in (0, 1].
+    pub weight: f64,
+    /// Weight of a flagged frame, in [0, weight]; 0 freezes the level.
+    #[serde(default)]
+    pub flagged_weight: f64,
 }
 
 /// An alarm opens when `open_k` of the last `open_n` frames are flagged and
@@ -79,6 +97,7 @@ impl Default for DetectorSettings {
             alarm: AlarmRule::default(),
             explained_variance: default_explained_variance(),
             score_smoothing: default_score_smoothing(),
+            level_tracking: None,
             health_window: default_health_window(),
             health_refresh_frames: default_health_refresh_frames(),
         }
@@ -132,8 +151,27 @@ impl DetectorSettings {
                 format!("{w} is not a weight in (0, 1]; 1 turns smoothing off"),
             ));
         }
+        if let Some(level) = &self.level_tracking {
+            let w = level.weight;
+            if !(w.is_finite() && w > 0.0 && w <= 1.0) {
+                errors.push(FieldError::new(
+                    field("level_tracking.weight"),
+                    format!("{w} is not a weight in (0, 1]"),
+                ));
+            }
+            let f = level.flagged_weight;
+            if !(f.is_finite() && f >= 0.0 && f <= w.max(0.0)) {
+                errors.push(FieldError::new(
+                    field("level_tracking.flagged_weight"),
+                    format!("{f} must be between 0 and level_tracking.weight ({w})"),
+                ));
+            }
+        }
         if self.health_window == 0 {
-            errors.push(FieldError::new(field("health_window"), "must be at least 1"));
+            errors.push(FieldError::new(
+                field("health_window"),
+                "must be at least 1",
+            ));
         }
         if self.health_refresh_frames == 0 {
             errors.push(FieldError::new(
@@ -148,11 +186,17 @@ impl DetectorSettings {
         if alarm.open_k == 0 || alarm.open_k > alarm.open_n {
             errors.push(FieldError::new(
                 field("alarm.open_k"),
-                format!("{} must be between 1 and open_n ({})", alarm.open_k, alarm.open_n),
+                format!(
+                    "{} must be between 1 and open_n ({})",
+                    alarm.open_k, alarm.open_n
+                ),
             ));
         }
         if alarm.close_m == 0 {
-            errors.push(FieldError::new(field("alarm.close_m"), "must be at least 1"));
+            errors.push(FieldError::new(
+                field("alarm.close_m"),
+                "must be at least 1",
+            ));
         }
         errors
     }

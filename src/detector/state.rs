@@ -8,8 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AlarmState, Calibration, DetectorSettings, Evidence, HealthWindow, ModelHealth, Outcome,
-    PcaModel, Rejection, Scored,
+    AlarmState, Calibration, DetectorSettings, Evidence, Features, HealthWindow, ModelHealth,
+    Outcome, PcaModel, Rejection, Scored,
 };
 use crate::{align::Frame, config::FieldErrors};
 
@@ -61,6 +61,7 @@ pub struct Detector {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Fitted {
+    features: Features,
     model: PcaModel,
     calibration: Calibration,
     /// The moving average of scores, carried from calibration into monitoring.
@@ -197,20 +198,39 @@ impl Detector {
     }
 
     fn run_fit(&mut self) {
-        let model = PcaModel::fit(&self.training, self.width, self.settings.explained_variance);
+        // Training and calibration frames pass through the feature state in
+        // arrival order, exactly as monitored frames will, and leave it where
+        // monitoring starts.
+        let mut features = Features::new(self.settings.level_tracking.clone());
+        let training: Vec<Vec<f64>> = self
+            .training
+            .iter()
+            .map(|row| {
+                let x = features.extract(row);
+                features.update(row, false);
+                x
+            })
+            .collect();
+        let model = PcaModel::fit(&training, self.width, self.settings.explained_variance);
         let weight = self.settings.score_smoothing;
         let mut smoothed = None;
         let scores = self
             .calibration
             .iter()
             .map(|row| {
-                let s = ewma(smoothed, model.score(row).combined, weight);
+                let s = ewma(
+                    smoothed,
+                    model.score(&features.extract(row)).combined,
+                    weight,
+                );
+                features.update(row, false);
                 smoothed = Some(s);
                 s
             })
             .collect();
         let calibration = Calibration::new(scores, self.settings.false_alarm_rate);
         self.fitted = Some(Fitted {
+            features,
             model,
             calibration,
             smoothed,
@@ -228,7 +248,7 @@ impl Detector {
                 phase_changed: false,
             };
         };
-        let frame_score = fitted.model.score(&frame.values);
+        let frame_score = fitted.model.score(&fitted.features.extract(&frame.values));
         let score = ewma(
             fitted.smoothed,
             frame_score.combined,
@@ -238,6 +258,7 @@ impl Detector {
         let threshold = fitted.calibration.threshold;
         let p_value = fitted.calibration.p_value(score);
         let flagged = fitted.calibration.flags(score);
+        fitted.features.update(&frame.values, flagged);
         let alarm_event = self.alarm.observe(frame.ts, flagged, score);
         self.monitored_frames += 1;
         self.health_window.push(flagged, score);
