@@ -262,7 +262,10 @@ impl Detector {
         let alarm_event = self.alarm.observe(frame.ts, flagged, score);
         self.monitored_frames += 1;
         self.health_window.push(flagged, score);
-        let health = if self.monitored_frames % self.settings.health_refresh_frames as u64 == 0 {
+        let health = if self
+            .monitored_frames
+            .is_multiple_of(self.settings.health_refresh_frames as u64)
+        {
             let health = self.health_window.assess(
                 &fitted.calibration.scores,
                 self.settings.false_alarm_rate,
