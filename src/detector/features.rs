@@ -11,48 +11,62 @@ use serde::{Deserialize, Serialize};
 
 use super::LevelTracking;
 
-/// The feature state: the tracked levels, when level tracking is on.
+/// The feature state: the smoothed values and the tracked levels.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Features {
+    smoothing: f64,
     tracking: Option<LevelTracking>,
+    /// Largest pull of one frame on each level, in reading units.
+    max_pull: Vec<f64>,
+    smoothed: Option<Vec<f64>>,
     level: Option<Vec<f64>>,
 }
 
 impl Features {
-    pub fn new(tracking: Option<LevelTracking>) -> Self {
+    /// `smoothing`: weight of the newest frame in the per-reading moving
+    /// average (1: none). `spread`: each reading's robust spread over the
+    /// training frames, the unit of the level tracking's clip.
+    pub fn new(smoothing: f64, tracking: Option<LevelTracking>, spread: &[f64]) -> Self {
+        let clip = tracking.as_ref().map_or(0.0, |t| t.clip);
         Self {
+            smoothing,
             tracking,
+            max_pull: spread.iter().map(|s| s * clip).collect(),
+            smoothed: None,
             level: None,
         }
     }
 
-    /// The features of `values` given the state before this frame.
-    pub fn extract(&self, values: &[f64]) -> Vec<f64> {
-        match (&self.tracking, &self.level) {
-            (None, _) => values.to_vec(),
-            // The first frame defines the level: it deviates by nothing.
-            (Some(_), None) => vec![0.0; values.len()],
-            (Some(_), Some(level)) => values.iter().zip(level).map(|(v, l)| v - l).collect(),
-        }
-    }
-
-    /// Moves the levels towards `values`; flagged frames move them at the
-    /// flagged weight.
-    pub fn update(&mut self, values: &[f64], flagged: bool) {
-        let Some(tracking) = &self.tracking else {
-            return;
+    /// Takes one frame's values and returns its features.
+    pub fn next(&mut self, values: &[f64]) -> Vec<f64> {
+        let smoothed = match &mut self.smoothed {
+            None => self.smoothed.insert(values.to_vec()),
+            Some(s) => {
+                for (s, v) in s.iter_mut().zip(values) {
+                    *s += self.smoothing * (v - *s);
+                }
+                s
+            }
         };
-        let weight = if flagged {
-            tracking.flagged_weight
-        } else {
-            tracking.weight
+        let Some(tracking) = &self.tracking else {
+            return smoothed.clone();
         };
         match &mut self.level {
-            None => self.level = Some(values.to_vec()),
+            None => {
+                // The first frame defines the level: it deviates by nothing.
+                self.level = Some(smoothed.clone());
+                vec![0.0; values.len()]
+            }
             Some(level) => {
-                for (l, v) in level.iter_mut().zip(values) {
-                    *l += weight * (v - *l);
+                let features = smoothed
+                    .iter()
+                    .zip(level.iter())
+                    .map(|(s, l)| s - l)
+                    .collect();
+                for ((l, s), max) in level.iter_mut().zip(smoothed.iter()).zip(&self.max_pull) {
+                    *l += tracking.weight * (s - *l).clamp(-max, *max);
                 }
+                features
             }
         }
     }
@@ -63,23 +77,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn without_tracking_features_are_the_raw_values() {
-        let mut f = Features::new(None);
-        f.update(&[1.0, 2.0], false);
-        assert_eq!(f.extract(&[3.0, 4.0]), vec![3.0, 4.0]);
+    fn without_smoothing_or_tracking_features_are_the_raw_values() {
+        let mut f = Features::new(1.0, None, &[1.0, 1.0]);
+        f.next(&[1.0, 2.0]);
+        assert_eq!(f.next(&[3.0, 4.0]), vec![3.0, 4.0]);
     }
 
     #[test]
-    fn tracked_level_follows_normal_frames_and_freezes_on_flagged_ones() {
-        let mut f = Features::new(Some(LevelTracking {
+    fn smoothing_averages_the_values() {
+        let mut f = Features::new(0.25, None, &[1.0]);
+        assert_eq!(f.next(&[8.0]), vec![8.0]);
+        assert_eq!(f.next(&[0.0]), vec![6.0]);
+    }
+
+    #[test]
+    fn tracked_level_follows_small_moves_and_absorbs_a_step_only_linearly() {
+        let tracking = LevelTracking {
             weight: 0.5,
-            flagged_weight: 0.0,
-        }));
-        assert_eq!(f.extract(&[10.0]), vec![0.0]);
-        f.update(&[10.0], false);
-        f.update(&[12.0], false);
-        assert_eq!(f.extract(&[12.0]), vec![1.0]);
-        f.update(&[100.0], true);
-        assert_eq!(f.extract(&[11.0]), vec![0.0]);
+            clip: 2.0,
+        };
+        let mut f = Features::new(1.0, Some(tracking), &[1.0]);
+        assert_eq!(f.next(&[10.0]), vec![0.0]);
+        assert_eq!(f.next(&[11.0]), vec![1.0]);
+        // Level now 10.5. A step of 100 moves it by weight * clip * spread =
+        // 1 per frame, so the deviation stays large.
+        assert_eq!(f.next(&[110.5]), vec![100.0]);
+        assert_eq!(f.next(&[110.5]), vec![99.0]);
     }
 }

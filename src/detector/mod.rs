@@ -33,4 +33,4 @@ pub use state::{Detector, DetectorError, Phase};
 /// Version of the numbers this detector produces; part of the snapshot
 /// envelope. Bump it whenever a change could alter a score, threshold or
 /// fitted model for the same input.
-pub const ALGORITHM_VERSION: &str = "pca-t2spe-conformal/1";
+pub const ALGORITHM_VERSION: &str = "robust-pca-t2spe-conformal/1";

@@ -3,8 +3,12 @@
 //! The centre is the median and the scale the MAD (scaled to agree with the
 //! standard deviation under a normal law), so a handful of spikes in the
 //! training window neither shift nor inflate the scale. Quantized sensors
-//! often have a MAD of zero although they do move; those fall back to the
-//! mean absolute deviation around the median. A sensor that never moved in
+//! (a value that sits on one level most of the time and jumps one step now
+//! and then) have a MAD of zero or far below their real spread, so the scale
+//! is the larger of the MAD and a trimmed mean absolute deviation around the
+//! median (both scaled to the standard deviation of a normal law): the MAD
+//! for ordinary noise, the trimmed mean when most values sit on one level.
+//! Trimming the largest tenth keeps a few spikes from inflating it. A sensor that never moved in
 //! training gets a unit scale: any later movement is then measured in its own
 //! units, which is large against the other readings' noise and therefore
 //! flagged, which is what a stuck-then-moving sensor deserves.
@@ -13,6 +17,12 @@ use serde::{Deserialize, Serialize};
 
 /// MAD to standard deviation under a normal law: 1 / Phi^-1(3/4).
 const MAD_TO_SD: f64 = 1.482_602_218_505_602;
+/// Share of the absolute deviations the trimmed mean keeps: the largest
+/// tenth (spikes, faults inside the training window) is dropped.
+const TRIM_KEEP: f64 = 0.9;
+/// Trimmed mean absolute deviation to standard deviation under a normal
+/// law: 0.9 / (2 (phi(0) - phi(1.6449))), phi the standard normal density.
+const TRIMMED_AD_TO_SD: f64 = 1.521_390_8;
 /// Mean absolute deviation to standard deviation under a normal law: sqrt(pi/2).
 const MEAN_AD_TO_SD: f64 = 1.253_314_137_315_500_3;
 /// Standardized values are clamped here, so a wild reading cannot overflow
@@ -25,7 +35,8 @@ pub const Z_LIMIT: f64 = 1.0e6;
 #[serde(rename_all = "snake_case")]
 pub enum ScaleSource {
     Mad,
-    MeanAbsoluteDeviation,
+    TrimmedMeanDeviation,
+    MeanDeviation,
     ConstantInTraining,
 }
 
@@ -49,16 +60,18 @@ impl RobustScaler {
             column.extend(rows.iter().map(|row| row[j]));
             let med = median(&mut column);
             let mut deviations: Vec<f64> = column.iter().map(|x| (x - med).abs()).collect();
+            // `median` sorts the deviations, so the trimmed mean takes a prefix.
             let mad = median(&mut deviations) * MAD_TO_SD;
-            let mean_ad = if deviations.is_empty() {
-                0.0
-            } else {
-                deviations.iter().sum::<f64>() / deviations.len() as f64 * MEAN_AD_TO_SD
-            };
-            let (s, src) = if mad > f64::MIN_POSITIVE && mad.is_finite() {
+            let keep = ((deviations.len() as f64 * TRIM_KEEP) as usize).max(1);
+            let trimmed = mean(&deviations[..keep.min(deviations.len())]) * TRIMMED_AD_TO_SD;
+            // A step too rare to survive the trim still proves the sensor moves.
+            let full = mean(&deviations) * MEAN_AD_TO_SD;
+            let (s, src) = if mad >= trimmed && mad > 0.0 && mad.is_finite() {
                 (mad, ScaleSource::Mad)
-            } else if mean_ad > f64::MIN_POSITIVE && mean_ad.is_finite() {
-                (mean_ad, ScaleSource::MeanAbsoluteDeviation)
+            } else if trimmed > 0.0 && trimmed.is_finite() {
+                (trimmed, ScaleSource::TrimmedMeanDeviation)
+            } else if full > 0.0 && full.is_finite() {
+                (full, ScaleSource::MeanDeviation)
             } else {
                 (1.0, ScaleSource::ConstantInTraining)
             };
@@ -78,6 +91,14 @@ impl RobustScaler {
         for (j, o) in out.iter_mut().enumerate() {
             *o = ((row[j] - self.centre[j]) / self.scale[j]).clamp(-Z_LIMIT, Z_LIMIT);
         }
+    }
+}
+
+fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
     }
 }
 
@@ -101,13 +122,12 @@ mod tests {
 
     #[test]
     fn median_and_mad_ignore_a_single_spike() {
-        let rows: Vec<Vec<f64>> = [1.0, 2.0, 3.0, 4.0, 1000.0]
-            .iter()
-            .map(|x| vec![*x])
-            .collect();
+        let mut rows: Vec<Vec<f64>> = (0..19).map(|i| vec![f64::from(i)]).collect();
+        rows.push(vec![1.0e6]);
         let scaler = RobustScaler::fit(&rows, 1);
-        assert_eq!(scaler.centre[0], 3.0);
-        assert!((scaler.scale[0] - MAD_TO_SD).abs() < 1e-12);
+        assert_eq!(scaler.centre[0], 9.5);
+        // Deviations 0.5, 0.5, 1.5, ... : their median is 5.
+        assert!((scaler.scale[0] - 5.0 * MAD_TO_SD).abs() < 1e-9);
         assert_eq!(scaler.source[0], ScaleSource::Mad);
     }
 
@@ -118,8 +138,16 @@ mod tests {
             .map(|x| vec![*x])
             .collect();
         let scaler = RobustScaler::fit(&rows, 1);
-        assert_eq!(scaler.source[0], ScaleSource::MeanAbsoluteDeviation);
+        // Deviations 0, 0, 0, 0, 1: the trimmed mean keeps four zeros, so the
+        // full mean deviation is the last resort before "constant".
+        assert_eq!(scaler.source[0], ScaleSource::MeanDeviation);
         assert!((scaler.scale[0] - 0.2 * MEAN_AD_TO_SD).abs() < 1e-12);
+        let rows: Vec<Vec<f64>> = (0..20)
+            .map(|i| vec![if i % 4 == 0 { 33.0 } else { 32.0 }])
+            .collect();
+        let scaler = RobustScaler::fit(&rows, 1);
+        assert_eq!(scaler.source[0], ScaleSource::TrimmedMeanDeviation);
+        assert!((scaler.scale[0] - 3.0 / 18.0 * TRIMMED_AD_TO_SD).abs() < 1e-12);
     }
 
     #[test]

@@ -22,6 +22,10 @@ pub struct DetectorSettings {
     /// keeps; the rest is watched by the squared prediction error.
     #[serde(default = "default_explained_variance")]
     pub explained_variance: f64,
+    /// Weight of the newest frame in the per-reading exponentially weighted
+    /// moving average the model sees (1 uses each frame's values as they are).
+    #[serde(default = "default_score_smoothing")]
+    pub feature_smoothing: f64,
     /// Weight of the newest frame in the exponentially weighted moving
     /// average of scores (1 scores every frame on its own).
     #[serde(default = "default_score_smoothing")]
@@ -56,16 +60,17 @@ fn default_health_refresh_frames() -> usize {
 
 /// A per-reading level followed by an exponentially weighted moving average;
 /// the detector sees each value's deviation from the level before the frame.
-/// Frames the detector flags move the level only at `flagged_weight`, so a
-/// sustained fault is not learned away while slow, unflagged drift is.
+/// Each frame's pull on the level is clipped to `clip` robust training
+/// deviations, so slow drift is followed while a sudden, sustained change is
+/// absorbed only slowly (linearly, not exponentially) and stays visible.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LevelTracking {
-    /// Weight of a normal frame in the level, in (0, 1].
+    /// Weight of a frame in the level, in (0, 1].
     pub weight: f64,
-    /// Weight of a flagged frame, in [0, weight]; 0 freezes the level.
-    #[serde(default)]
-    pub flagged_weight: f64,
+    /// Largest pull of one frame, in robust standard deviations of the
+    /// reading over the training frames; positive.
+    pub clip: f64,
 }
 
 /// An alarm opens when `open_k` of the last `open_n` frames are flagged and
@@ -96,6 +101,7 @@ impl Default for DetectorSettings {
             false_alarm_rate: 0.01,
             alarm: AlarmRule::default(),
             explained_variance: default_explained_variance(),
+            feature_smoothing: default_score_smoothing(),
             score_smoothing: default_score_smoothing(),
             level_tracking: None,
             health_window: default_health_window(),
@@ -144,6 +150,13 @@ impl DetectorSettings {
                 format!("{ev} is not a share in (0, 1]"),
             ));
         }
+        let w = self.feature_smoothing;
+        if !(w.is_finite() && w > 0.0 && w <= 1.0) {
+            errors.push(FieldError::new(
+                field("feature_smoothing"),
+                format!("{w} is not a weight in (0, 1]; 1 turns smoothing off"),
+            ));
+        }
         let w = self.score_smoothing;
         if !(w.is_finite() && w > 0.0 && w <= 1.0) {
             errors.push(FieldError::new(
@@ -159,11 +172,11 @@ impl DetectorSettings {
                     format!("{w} is not a weight in (0, 1]"),
                 ));
             }
-            let f = level.flagged_weight;
-            if !(f.is_finite() && f >= 0.0 && f <= w.max(0.0)) {
+            let c = level.clip;
+            if !(c.is_finite() && c > 0.0) {
                 errors.push(FieldError::new(
-                    field("level_tracking.flagged_weight"),
-                    format!("{f} must be between 0 and level_tracking.weight ({w})"),
+                    field("level_tracking.clip"),
+                    format!("{c} must be a positive number of robust deviations"),
                 ));
             }
         }

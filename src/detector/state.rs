@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     AlarmState, Calibration, DetectorSettings, Evidence, Features, HealthWindow, ModelHealth,
-    Outcome, PcaModel, Rejection, Scored,
+    Outcome, PcaModel, Rejection, RobustScaler, Scored,
 };
 use crate::{align::Frame, config::FieldErrors};
 
@@ -201,16 +201,13 @@ impl Detector {
         // Training and calibration frames pass through the feature state in
         // arrival order, exactly as monitored frames will, and leave it where
         // monitoring starts.
-        let mut features = Features::new(self.settings.level_tracking.clone());
-        let training: Vec<Vec<f64>> = self
-            .training
-            .iter()
-            .map(|row| {
-                let x = features.extract(row);
-                features.update(row, false);
-                x
-            })
-            .collect();
+        let spread = RobustScaler::fit(&self.training, self.width).scale;
+        let mut features = Features::new(
+            self.settings.feature_smoothing,
+            self.settings.level_tracking.clone(),
+            &spread,
+        );
+        let training: Vec<Vec<f64>> = self.training.iter().map(|row| features.next(row)).collect();
         let model = PcaModel::fit(&training, self.width, self.settings.explained_variance);
         let weight = self.settings.score_smoothing;
         let mut smoothed = None;
@@ -218,12 +215,7 @@ impl Detector {
             .calibration
             .iter()
             .map(|row| {
-                let s = ewma(
-                    smoothed,
-                    model.score(&features.extract(row)).combined,
-                    weight,
-                );
-                features.update(row, false);
+                let s = ewma(smoothed, model.score(&features.next(row)).combined, weight);
                 smoothed = Some(s);
                 s
             })
@@ -248,7 +240,7 @@ impl Detector {
                 phase_changed: false,
             };
         };
-        let frame_score = fitted.model.score(&fitted.features.extract(&frame.values));
+        let frame_score = fitted.model.score(&fitted.features.next(&frame.values));
         let score = ewma(
             fitted.smoothed,
             frame_score.combined,
@@ -258,7 +250,6 @@ impl Detector {
         let threshold = fitted.calibration.threshold;
         let p_value = fitted.calibration.p_value(score);
         let flagged = fitted.calibration.flags(score);
-        fitted.features.update(&frame.values, flagged);
         let alarm_event = self.alarm.observe(frame.ts, flagged, score);
         self.monitored_frames += 1;
         self.health_window.push(flagged, score);

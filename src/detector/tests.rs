@@ -354,7 +354,7 @@ fn snapshot_settings() -> DetectorSettings {
         score_smoothing: 0.3,
         level_tracking: Some(LevelTracking {
             weight: 0.05,
-            flagged_weight: 0.01,
+            clip: 2.0,
         }),
         health_window: 10,
         health_refresh_frames: 7,
@@ -399,4 +399,12 @@ proptest! {
         }
         prop_assert_eq!(restored, original);
     }
+}
+
+#[test]
+fn the_shipped_skab_monitor_file_is_valid() {
+    let text = include_str!("../../config/monitors/skab.toml");
+    let config = crate::config::MonitorConfig::from_toml(text).unwrap();
+    assert_eq!(config.required_readings().count(), 4);
+    Detector::new(config.detector.clone(), 4).unwrap();
 }
