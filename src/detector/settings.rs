@@ -214,3 +214,58 @@ impl DetectorSettings {
         errors
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(settings: &DetectorSettings) -> Vec<String> {
+        settings
+            .validate("detector", 4)
+            .into_iter()
+            .map(|e| e.field)
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        assert!(fields(&DetectorSettings::default()).is_empty());
+    }
+
+    #[test]
+    fn each_invalid_new_field_is_named() {
+        let settings = DetectorSettings {
+            explained_variance: 0.0,
+            feature_smoothing: 1.5,
+            score_smoothing: f64::NAN,
+            level_tracking: Some(LevelTracking {
+                weight: 0.0,
+                clip: -1.0,
+            }),
+            health_window: 0,
+            health_refresh_frames: 0,
+            ..DetectorSettings::default()
+        };
+        assert_eq!(
+            fields(&settings),
+            vec![
+                "detector.explained_variance",
+                "detector.feature_smoothing",
+                "detector.score_smoothing",
+                "detector.level_tracking.weight",
+                "detector.level_tracking.clip",
+                "detector.health_window",
+                "detector.health_refresh_frames",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_monitor_file_without_the_new_fields_gets_the_documented_defaults() {
+        let settings: DetectorSettings = toml::from_str(
+            "training_frames = 300\ncalibration_frames = 100\nfalse_alarm_rate = 0.01",
+        )
+        .unwrap();
+        assert_eq!(settings, DetectorSettings::default());
+    }
+}
