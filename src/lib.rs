@@ -8,6 +8,7 @@
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
 //! - [`mqtt`]: the MQTT side; [`mqtt::payload`] parses message bodies and routes
 //!   topics to readings (pure).
+//! - [`replay`]: a CSV file through the aligner and detector, for backtests.
 //! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //!
@@ -18,5 +19,6 @@ pub mod config;
 pub mod coverage;
 pub mod detector;
 pub mod mqtt;
+pub mod replay;
 pub mod runtime;
 pub mod store;
