@@ -6,6 +6,8 @@
 //! - [`align`]: admission of observations, watermarks and frames (pure).
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
+//! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
+//!   bounded ingress queue.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
 
@@ -13,3 +15,4 @@ pub mod align;
 pub mod config;
 pub mod coverage;
 pub mod detector;
+pub mod mqtt;
