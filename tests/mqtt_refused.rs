@@ -1,0 +1,84 @@
+//! A broker that refuses one subscription (SUBACK 0x80) leaves the monitor
+//! not connected, with an error naming the topic, and it keeps retrying.
+
+#[path = "common/broker.rs"]
+mod broker;
+
+use std::{sync::atomic::Ordering, time::Duration};
+
+use anyhow::Result;
+use broker::{FakeBroker, events_until, test_options, wait_until};
+use radar::mqtt::{ConnectionEvent, spawn};
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_subscription_keeps_the_monitor_disconnected_and_retrying() -> Result<()> {
+    let fake = FakeBroker::start("plant/forbidden").await?;
+    let topics = vec!["plant/allowed".to_string(), "plant/forbidden".to_string()];
+    let mut ingestion = spawn(test_options(&fake.url()), topics)?;
+
+    let seen = events_until(&mut ingestion.events, WITHIN, |e| {
+        matches!(
+            e,
+            ConnectionEvent::Retrying {
+                next_attempt: 4,
+                ..
+            }
+        )
+    })
+    .await?;
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, ConnectionEvent::Connected { .. })),
+        "{seen:#?}"
+    );
+    let refused: Vec<_> = seen
+        .iter()
+        .filter_map(|e| match e {
+            ConnectionEvent::SubscriptionRefused { topic, .. } => Some(topic.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused, ["plant/forbidden"; 3]);
+    let reasons: Vec<_> = seen
+        .iter()
+        .filter_map(|e| match e {
+            ConnectionEvent::Retrying {
+                reason, retry_in, ..
+            } => Some((reason.clone(), *retry_in)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .all(|(r, _)| r.contains("\"plant/forbidden\"") && r.contains("0x80")),
+        "{reasons:#?}"
+    );
+    // The shrunk schedule: 50, 100, 200 ms.
+    let waits: Vec<u128> = reasons.iter().map(|(_, d)| d.as_millis()).collect();
+    assert_eq!(waits, [50, 100, 200]);
+
+    let status = ingestion.status.borrow().clone();
+    assert!(!status.connected);
+    assert_eq!(status.failed_attempts, 3);
+    assert!(
+        status
+            .last_error
+            .unwrap_or_default()
+            .contains("plant/forbidden")
+    );
+    let connections = std::sync::Arc::clone(&fake.connections);
+    wait_until(WITHIN, "the client tried a fourth time", || {
+        connections.load(Ordering::SeqCst) >= 4
+    })
+    .await?;
+    assert!(fake.refusals.load(Ordering::SeqCst) >= 3);
+    let counts = ingestion.counters.snapshot();
+    assert_eq!(counts.connections, 0);
+    assert!(counts.subscription_refusals >= 3);
+    ingestion.control.stop().await;
+    Ok(())
+}
