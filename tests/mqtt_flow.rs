@@ -160,5 +160,43 @@ async fn a_stop_unsubscribes_disconnects_and_closes_the_queue() -> Result<()> {
             .log()
             .contains(&format!("Client {client_id} closed its connection"))
     );
+    // Mosquitto logs an UNSUBSCRIBE as "<client> <topic>" (a SUBSCRIBE
+    // carries the QoS between them).
+    assert!(
+        broker.log().contains(&format!("{client_id} {topic}\n")),
+        "{}",
+        broker.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_overlapping_workers_of_one_monitor_do_not_kick_each_other_off() -> Result<()> {
+    let broker = Mosquitto::start(1000).await?;
+    let topic = format!("{}/t", unique_prefix());
+    let monitor = uuid::Uuid::new_v4();
+    let mut workers = Vec::new();
+    for worker in ["worker-old", "worker-new"] {
+        let mut options = radar::mqtt::IngestOptions::new(&broker.url(), worker, monitor)?;
+        options.backoff = test_options(&broker.url()).backoff;
+        let mut ingestion = spawn(options, vec![topic.clone()])?;
+        events_until(&mut ingestion.events, WITHIN, is_connected).await?;
+        workers.push(ingestion);
+    }
+    publish(broker.port, &topic, b"both", false).await?;
+    for ingestion in &mut workers {
+        assert_eq!(
+            &next_message(&mut ingestion.messages, WITHIN).await?.payload[..],
+            b"both"
+        );
+        assert!(
+            ingestion.events.try_recv().is_err(),
+            "no worker was disconnected"
+        );
+        assert!(ingestion.status.borrow().connected);
+    }
+    for ingestion in workers {
+        ingestion.control.stop().await;
+    }
     Ok(())
 }

@@ -6,11 +6,11 @@
 use std::{
     collections::HashMap,
     sync::atomic::{AtomicU64, Ordering},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use rumqttc::Publish;
 
 /// One message admitted into the ingress queue, payload still unparsed.
@@ -26,6 +26,23 @@ pub struct RawMessage {
     /// Monotonic clock at receipt, so the model side can tell how long the
     /// message waited in the queue.
     pub received_instant: Instant,
+}
+
+impl RawMessage {
+    /// How long the message has waited since receipt, on the monotonic clock.
+    pub fn queued_for(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.received_instant)
+    }
+
+    /// This worker's processing time on the wall clock: the receipt time
+    /// plus the monotonic time spent queued, so a wall-clock step while the
+    /// message waited cannot make it look younger or older than it is.
+    pub fn processing_time(&self, now: Instant) -> DateTime<Utc> {
+        let queued = TimeDelta::from_std(self.queued_for(now)).unwrap_or(TimeDelta::MAX);
+        self.received_at
+            .checked_add_signed(queued)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
 }
 
 /// Why the network side dropped a message before the queue.
@@ -202,6 +219,28 @@ mod tests {
         assert_eq!((m.reading, m.retained), (1, true));
         assert_eq!((m.received_at, m.received_instant), (now, instant));
         assert_eq!(&m.payload[..], b"{}");
+    }
+
+    #[test]
+    fn processing_time_adds_the_monotonic_time_spent_queued() {
+        let received_instant = Instant::now();
+        let received_at = Utc::now();
+        let m = admit(
+            &map(),
+            16,
+            publish("plant/t1", b"{}"),
+            received_at,
+            received_instant,
+        )
+        .unwrap();
+        let later = received_instant + Duration::from_millis(1500);
+        assert_eq!(m.queued_for(later), Duration::from_millis(1500));
+        assert_eq!(
+            m.processing_time(later),
+            received_at + TimeDelta::milliseconds(1500)
+        );
+        // At the receipt instant itself nothing was queued yet.
+        assert_eq!(m.processing_time(received_instant), received_at);
     }
 
     #[test]

@@ -171,3 +171,45 @@ mod tests {
         assert!(s.is_complete());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use rumqttc::QoS;
+
+    proptest! {
+        /// Whatever order the SUBACKs come in, the connection counts as
+        /// complete exactly when the last topic got its success code, and
+        /// never if any topic was refused.
+        #[test]
+        fn complete_exactly_when_every_topic_succeeded(
+            order in Just((0..6usize).collect::<Vec<_>>()).prop_shuffle(),
+            refused in proptest::option::of(0..6usize),
+        ) {
+            let topics: Vec<String> = (0..6).map(|i| format!("t/{i}")).collect();
+            let mut s = Subscriptions::new(topics.clone());
+            s.on_connected();
+            for pkid in 1..=6u16 {
+                s.on_subscribe_sent(pkid);
+            }
+            for (n, &i) in order.iter().enumerate() {
+                let code = if refused == Some(i) {
+                    SubscribeReasonCode::Failure
+                } else {
+                    SubscribeReasonCode::Success(QoS::AtLeastOnce)
+                };
+                let pkid = u16::try_from(i + 1).unwrap();
+                let outcome = s.on_suback(pkid, &[code]);
+                if refused == Some(i) {
+                    prop_assert_eq!(outcome, SubackOutcome::Refused { topic: topics[i].clone() });
+                } else if n == order.len() - 1 && refused.is_none() {
+                    prop_assert_eq!(outcome, SubackOutcome::AllAcknowledged);
+                } else {
+                    prop_assert_eq!(outcome, SubackOutcome::Progress);
+                }
+            }
+            prop_assert_eq!(s.is_complete(), refused.is_none());
+        }
+    }
+}

@@ -259,7 +259,7 @@ impl Mosquitto {
         let config = format!(
             "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
              max_queued_messages {max_queued}\nmax_queued_bytes 0\nlog_dest stderr\n\
-             log_type error\nlog_type warning\nlog_type notice\n"
+             log_type error\nlog_type warning\nlog_type notice\nlog_type subscribe\nlog_type unsubscribe\n"
         );
         fs::write(dir.join("mosquitto.conf"), config)?;
         let mut broker = Self {
