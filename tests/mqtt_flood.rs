@@ -14,7 +14,9 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use broker::{Mosquitto, events_until, next_message, test_options, unique_prefix, wait_until};
+use broker::{
+    Mosquitto, events_until, next_message, readings, test_options, unique_prefix, wait_until,
+};
 use radar::mqtt::{ConnectionEvent, spawn};
 
 const MESSAGES: usize = 20_000;
@@ -43,7 +45,7 @@ async fn a_flood_larger_than_the_queue_waits_at_the_broker_not_in_memory() -> Re
     let topic = format!("{}/flood", unique_prefix());
     let mut options = test_options(&broker.url());
     options.queue_capacity = CAPACITY;
-    let mut ingestion = spawn(options, vec![topic.clone()])?;
+    let mut ingestion = spawn(options, &readings(std::slice::from_ref(&topic), &[]))?;
     events_until(&mut ingestion.events, Duration::from_secs(10), |e| {
         matches!(e, ConnectionEvent::Connected { .. })
     })
@@ -109,7 +111,12 @@ async fn a_flood_larger_than_the_queue_waits_at_the_broker_not_in_memory() -> Re
         assert_eq!(seq, i, "messages arrive in publish order, none lost");
     }
     let drain_time = drain_started.elapsed();
-    let done = ingestion.counters.snapshot();
+    // The counter moves just after a message enters the queue.
+    wait_until(Duration::from_secs(5), "every message is counted", || {
+        counters.snapshot().admitted == MESSAGES as u64
+    })
+    .await?;
+    let done = counters.snapshot();
     let peak_after = status_kib("self", "VmHWM:")?;
     println!(
         "flood: {MESSAGES} x {PAYLOAD} B = {backlog_kib} KiB, queue capacity {CAPACITY}; \

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use broker::{
-    Mosquitto, events_until, next_message, publish, test_options, unique_prefix, wait_until,
+    Mosquitto, events_until, next_message, publish, readings, test_options, unique_prefix,
+    wait_until,
 };
 use chrono::Utc;
 use radar::mqtt::{ConnectionEvent, spawn};
@@ -24,7 +25,7 @@ async fn published_messages_arrive_stamped_and_mapped_to_their_reading() -> Resu
     let broker = Mosquitto::start(1000).await?;
     let prefix = unique_prefix();
     let topics = vec![format!("{prefix}/a"), format!("{prefix}/b")];
-    let mut ingestion = spawn(test_options(&broker.url()), topics.clone())?;
+    let mut ingestion = spawn(test_options(&broker.url()), &readings(&topics, &[]))?;
     events_until(&mut ingestion.events, WITHIN, is_connected).await?;
     assert!(ingestion.status.borrow().connected);
 
@@ -81,7 +82,7 @@ async fn an_oversized_payload_is_counted_and_the_connection_survives() -> Result
     // Above rumqttc's 10 KiB default: with the default limit this message
     // would drop the connection instead of being counted.
     let big = vec![b'x'; 200 * 1024];
-    let mut ingestion = spawn(options, vec![topic.clone()])?;
+    let mut ingestion = spawn(options, &readings(std::slice::from_ref(&topic), &[]))?;
     events_until(&mut ingestion.events, WITHIN, is_connected).await?;
 
     publish(broker.port, &topic, &big, false).await?;
@@ -114,7 +115,7 @@ async fn a_stop_unsubscribes_disconnects_and_closes_the_queue() -> Result<()> {
     let mut options = test_options(&broker.url());
     options.queue_capacity = 1;
     let client_id = options.client_id.clone();
-    let mut ingestion = spawn(options, vec![topic.clone()])?;
+    let mut ingestion = spawn(options, &readings(std::slice::from_ref(&topic), &[]))?;
     events_until(&mut ingestion.events, WITHIN, is_connected).await?;
 
     // Fill the one-slot queue and leave the owner waiting for room.
@@ -179,7 +180,7 @@ async fn two_overlapping_workers_of_one_monitor_do_not_kick_each_other_off() -> 
     for worker in ["worker-old", "worker-new"] {
         let mut options = radar::mqtt::IngestOptions::new(&broker.url(), worker, monitor)?;
         options.backoff = test_options(&broker.url()).backoff;
-        let mut ingestion = spawn(options, vec![topic.clone()])?;
+        let mut ingestion = spawn(options, &readings(std::slice::from_ref(&topic), &[]))?;
         events_until(&mut ingestion.events, WITHIN, is_connected).await?;
         workers.push(ingestion);
     }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use broker::{
-    Mosquitto, events_until, free_port, next_message, publish, test_options, unique_prefix,
+    Mosquitto, events_until, free_port, next_message, publish, readings, test_options,
+    unique_prefix,
 };
 use radar::mqtt::{ConnectionEvent, spawn};
 
@@ -23,7 +24,7 @@ async fn a_killed_broker_is_reported_and_the_client_resubscribes_after_restart()
     let mut broker = Mosquitto::start(1000).await?;
     let prefix = unique_prefix();
     let topics = vec![format!("{prefix}/a"), format!("{prefix}/b")];
-    let mut ingestion = spawn(test_options(&broker.url()), topics.clone())?;
+    let mut ingestion = spawn(test_options(&broker.url()), &readings(&topics, &[]))?;
     events_until(&mut ingestion.events, WITHIN, is_connected).await?;
     publish(broker.port, &topics[0], b"before", false).await?;
     assert_eq!(
@@ -81,7 +82,7 @@ async fn the_initial_connection_retries_on_the_schedule_until_the_broker_is_up()
     let topic = format!("{}/t", unique_prefix());
     let mut ingestion = spawn(
         test_options(&format!("mqtt://127.0.0.1:{port}")),
-        vec![topic],
+        &readings(&[topic], &[]),
     )?;
 
     let failed = events_until(&mut ingestion.events, WITHIN, |e| {

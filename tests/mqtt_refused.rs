@@ -7,7 +7,7 @@ mod broker;
 use std::{sync::atomic::Ordering, time::Duration};
 
 use anyhow::Result;
-use broker::{FakeBroker, events_until, test_options, wait_until};
+use broker::{FakeBroker, events_until, readings, test_options, wait_until};
 use radar::mqtt::{ConnectionEvent, spawn};
 
 const WITHIN: Duration = Duration::from_secs(10);
@@ -16,7 +16,7 @@ const WITHIN: Duration = Duration::from_secs(10);
 async fn a_refused_subscription_keeps_the_monitor_disconnected_and_retrying() -> Result<()> {
     let fake = FakeBroker::start("plant/forbidden").await?;
     let topics = vec!["plant/allowed".to_string(), "plant/forbidden".to_string()];
-    let mut ingestion = spawn(test_options(&fake.url()), topics)?;
+    let mut ingestion = spawn(test_options(&fake.url()), &readings(&topics, &[]))?;
 
     let seen = events_until(&mut ingestion.events, WITHIN, |e| {
         matches!(
@@ -37,7 +37,11 @@ async fn a_refused_subscription_keeps_the_monitor_disconnected_and_retrying() ->
     let refused: Vec<_> = seen
         .iter()
         .filter_map(|e| match e {
-            ConnectionEvent::SubscriptionRefused { topic, .. } => Some(topic.as_str()),
+            ConnectionEvent::SubscriptionRefused {
+                topic,
+                required: true,
+                ..
+            } => Some(topic.as_str()),
             _ => None,
         })
         .collect();
@@ -79,6 +83,35 @@ async fn a_refused_subscription_keeps_the_monitor_disconnected_and_retrying() ->
     let counts = ingestion.counters.snapshot();
     assert_eq!(counts.connections, 0);
     assert!(counts.subscription_refusals >= 3);
+    ingestion.control.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_optional_reading_is_reported_without_holding_back_the_connection() -> Result<()>
+{
+    let fake = FakeBroker::start("plant/optional").await?;
+    let topics = vec!["plant/required".to_string(), "plant/optional".to_string()];
+    let mut ingestion = spawn(
+        test_options(&fake.url()),
+        &readings(&topics, &["plant/optional"]),
+    )?;
+    let seen = events_until(&mut ingestion.events, WITHIN, |e| {
+        matches!(e, ConnectionEvent::SubscriptionRefused { .. })
+    })
+    .await?;
+    assert!(
+        matches!(
+            seen.as_slice(),
+            [
+                ConnectionEvent::Connected { attempt: 1, .. },
+                ConnectionEvent::SubscriptionRefused { topic, required: false, .. },
+            ] if topic == "plant/optional"
+        ),
+        "{seen:#?}"
+    );
+    assert!(ingestion.status.borrow().connected);
+    assert_eq!(fake.connections.load(Ordering::SeqCst), 1);
     ingestion.control.stop().await;
     Ok(())
 }

@@ -13,9 +13,14 @@ pub enum ConnectionEvent {
     Connected { at: DateTime<Utc>, attempt: u32 },
     /// An established connection (all subscriptions acknowledged) was lost.
     Disconnected { at: DateTime<Utc>, reason: String },
-    /// The broker refused a subscription (SUBACK 0x80). The connection is
-    /// dropped and retried on the backoff schedule.
-    SubscriptionRefused { at: DateTime<Utc>, topic: String },
+    /// The broker refused a subscription (SUBACK 0x80). For a required
+    /// reading the connection is dropped and retried on the backoff
+    /// schedule; an optional reading's refusal only costs that reading.
+    SubscriptionRefused {
+        at: DateTime<Utc>,
+        topic: String,
+        required: bool,
+    },
     /// An attempt failed (or the connection was lost); the next attempt,
     /// number `next_attempt` of this outage, starts after `retry_in`.
     Retrying {

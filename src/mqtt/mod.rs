@@ -25,4 +25,4 @@ pub use events::{ConnectionEvent, LinkStatus};
 pub use ingress::{IngressCounters, IngressCounts, IngressRejection, RawMessage, TopicMap, admit};
 pub use options::{BrokerAddress, IngestOptions, client_id};
 pub use owner::{Ingestion, IngestionControl, spawn};
-pub use subscriptions::{SubackOutcome, Subscriptions};
+pub use subscriptions::{SubackOutcome, Subscriptions, TopicSubscription};

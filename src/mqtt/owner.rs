@@ -21,8 +21,9 @@ use tracing::{debug, info, warn};
 use super::{
     ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage,
     ingress::{self, TopicMap},
-    subscriptions::{SubackOutcome, Subscriptions},
+    subscriptions::{SubackOutcome, Subscriptions, TopicSubscription},
 };
+use crate::config::ReadingConfig;
 
 /// Room in the connection-event channel; events are rare, so a full channel
 /// means the monitor stopped reading them and the owner waits.
@@ -62,9 +63,10 @@ impl IngestionControl {
 }
 
 /// Starts the reconnect owner of one monitor on the current tokio runtime.
-/// `topics[i]` is the topic of reading `i`.
-pub fn spawn(options: IngestOptions, topics: Vec<String>) -> Result<Ingestion, MqttError> {
+/// Messages carry the index of their reading in `readings`.
+pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Ingestion, MqttError> {
     options.validate()?;
+    let topics: Vec<String> = readings.iter().map(|r| r.topic.clone()).collect();
     let (queue, messages) = mpsc::channel(options.queue_capacity);
     let (event_tx, events) = mpsc::channel(EVENT_CAPACITY);
     let (status_tx, status) = watch::channel(LinkStatus {
@@ -85,7 +87,15 @@ pub fn spawn(options: IngestOptions, topics: Vec<String>) -> Result<Ingestion, M
         .set_connection_timeout(options.handshake_timeout.as_secs().max(1));
     let owner = Owner {
         topic_map: TopicMap::new(topics.iter().map(String::as_str)),
-        subscriptions: Subscriptions::new(topics.clone()),
+        subscriptions: Subscriptions::new(
+            readings
+                .iter()
+                .map(|r| TopicSubscription {
+                    topic: r.topic.clone(),
+                    required: r.required,
+                })
+                .collect(),
+        ),
         topics,
         options,
         client,
@@ -230,7 +240,7 @@ impl Owner {
                             };
                         }
                     }
-                    if self.subscriptions.is_complete() {
+                    if self.subscriptions.announce_if_complete() {
                         established = true;
                         self.on_established(attempt).await;
                     }
@@ -255,6 +265,7 @@ impl Owner {
                             self.emit(ConnectionEvent::SubscriptionRefused {
                                 at: Utc::now(),
                                 topic,
+                                required: true,
                             })
                             .await;
                             // Drop the connection: the retry starts a new one.
@@ -263,6 +274,16 @@ impl Owner {
                                 reason: error.to_string(),
                                 established,
                             };
+                        }
+                        SubackOutcome::OptionalRefused { topic } => {
+                            warn!(monitor_id = %self.options.monitor, topic = %topic, "MQTT broker refused an optional reading's subscription; frames do not need it.");
+                            self.counters.subscription_refused();
+                            self.emit(ConnectionEvent::SubscriptionRefused {
+                                at: Utc::now(),
+                                topic,
+                                required: false,
+                            })
+                            .await;
                         }
                         SubackOutcome::Unexpected { pkid } => {
                             warn!(monitor_id = %self.options.monitor, pkid, "MQTT SUBACK for no pending SUBSCRIBE ignored.");

@@ -355,3 +355,15 @@ pub async fn next_message(
         Err(_) => bail!("no message within {within:?}"),
     }
 }
+
+/// Readings named after their topics; all required unless listed in `optional`.
+pub fn readings(topics: &[String], optional: &[&str]) -> Vec<radar::config::ReadingConfig> {
+    topics
+        .iter()
+        .map(|t| radar::config::ReadingConfig {
+            name: t.rsplit('/').next().unwrap_or(t).to_string(),
+            topic: t.clone(),
+            required: !optional.contains(&t.as_str()),
+        })
+        .collect()
+}
