@@ -8,6 +8,7 @@
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
 //! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
 //!   bounded ingress queue.
+//! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
 
@@ -16,3 +17,4 @@ pub mod config;
 pub mod coverage;
 pub mod detector;
 pub mod mqtt;
+pub mod store;
