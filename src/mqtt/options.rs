@@ -8,14 +8,18 @@ use rumqttc::MqttOptions;
 use uuid::Uuid;
 
 use super::{Backoff, MqttError};
+use crate::config::{Settings, mqtt_address};
 
-/// Default MQTT port when the URL names none.
-const DEFAULT_PORT: u16 = 1883;
 /// A topic of at most 1024 bytes (see the monitor config), packet id and
 /// headers: what a PUBLISH carries besides its payload.
 const PUBLISH_OVERHEAD: usize = 2 + 1024 + 2 + 5;
 /// The longest worker instance id kept in a client id.
 const MAX_WORKER_ID_LEN: usize = 64;
+/// Packets up to this size are read and, if their payload is too large,
+/// counted; only larger ones make the client library drop the connection.
+const MIN_PACKET_LIMIT: usize = 1024 * 1024;
+/// MQTT's own limit on a packet (the largest remaining length).
+const MQTT_PACKET_LIMIT: usize = 268_435_455;
 
 /// Where the broker listens. Only plain TCP for now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,67 +29,14 @@ pub struct BrokerAddress {
 }
 
 impl BrokerAddress {
-    /// Parses `mqtt://host[:port][/]` (`tcp://` is accepted as a synonym).
-    /// TLS (`mqtts://`, `ssl://`) and websockets are refused with an error
-    /// that says so, as are credentials and paths.
+    /// Parses `mqtt://host[:port]` with the same rules the worker settings
+    /// validate `RADAR_MQTT_URL` by; TLS URLs are refused as not supported yet.
     pub fn parse(url: &str) -> Result<Self, MqttError> {
-        let fail = |reason: &str| MqttError::BrokerUrl {
+        let (host, port) = mqtt_address(url).map_err(|reason| MqttError::BrokerUrl {
             url: url.to_string(),
-            reason: reason.to_string(),
-        };
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| fail("expected mqtt://host:port"))?;
-        match scheme.to_ascii_lowercase().as_str() {
-            "mqtt" | "tcp" => {}
-            "mqtts" | "ssl" | "tls" | "wss" => {
-                return Err(fail(
-                    "TLS connections to the broker are not supported yet; use mqtt://host:port \
-                     on a trusted network",
-                ));
-            }
-            _ => return Err(fail("unsupported scheme; expected mqtt://host:port")),
-        }
-        let authority = rest.strip_suffix('/').unwrap_or(rest);
-        if authority.contains('@') {
-            return Err(fail("credentials in the URL are not supported"));
-        }
-        if authority.contains(['/', '?', '#']) {
-            return Err(fail(
-                "a broker URL has no path or query; expected mqtt://host:port",
-            ));
-        }
-        let (host, port) =
-            split_host_port(authority).ok_or_else(|| fail("expected mqtt://host:port"))?;
-        if host.is_empty() {
-            return Err(fail("the host is missing"));
-        }
-        let port = match port {
-            None => DEFAULT_PORT,
-            Some(p) => match p.parse::<u16>() {
-                Ok(0) | Err(_) => return Err(fail("the port must be a number from 1 to 65535")),
-                Ok(p) => p,
-            },
-        };
-        Ok(Self {
-            host: host.to_string(),
-            port,
-        })
-    }
-}
-
-/// `host`, `host:port`, `[v6]` or `[v6]:port`.
-fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
-    if let Some(v6) = authority.strip_prefix('[') {
-        let (host, after) = v6.split_once(']')?;
-        return match after {
-            "" => Some((host, None)),
-            _ => Some((host, Some(after.strip_prefix(':')?))),
-        };
-    }
-    match authority.split_once(':') {
-        Some((host, port)) => Some((host, Some(port))),
-        None => Some((authority, None)),
+            reason,
+        })?;
+        Ok(Self { host, port })
     }
 }
 
@@ -117,18 +68,35 @@ impl IngestOptions {
         worker_instance: &str,
         monitor_id: Uuid,
     ) -> Result<Self, MqttError> {
-        let max_payload_bytes = 64 * 1024;
+        let max_payload_bytes = 4096;
         Ok(Self {
             monitor: monitor_id.to_string(),
             broker: BrokerAddress::parse(broker_url)?,
             client_id: client_id(worker_instance, monitor_id),
             keep_alive: Duration::from_secs(30),
             max_payload_bytes,
-            max_packet_bytes: 1024 * 1024,
+            max_packet_bytes: packet_limit(max_payload_bytes),
             queue_capacity: 1024,
             backoff: Backoff::PRODUCTION,
             handshake_timeout: Duration::from_secs(10),
         })
+    }
+
+    /// Options from the worker settings (`RADAR_MQTT_URL`,
+    /// `RADAR_MQTT_MAX_MESSAGE_BYTES`, `RADAR_INGRESS_QUEUE_CAPACITY`).
+    /// `worker_instance` must be the one id of this process (call
+    /// `Settings::worker_id` once: without `RADAR_WORKER_ID` it is random).
+    pub fn from_settings(
+        settings: &Settings,
+        worker_instance: &str,
+        monitor_id: Uuid,
+    ) -> Result<Self, MqttError> {
+        let mut options = Self::new(&settings.mqtt_url, worker_instance, monitor_id)?;
+        options.max_payload_bytes = settings.mqtt_max_message_bytes;
+        options.max_packet_bytes = packet_limit(settings.mqtt_max_message_bytes);
+        options.queue_capacity = settings.ingress_queue_capacity;
+        options.validate()?;
+        Ok(options)
     }
 
     /// Checks the limits against each other.
@@ -171,6 +139,15 @@ impl IngestOptions {
     }
 }
 
+/// A packet limit well above the payload limit, so oversized messages are
+/// counted rather than costing the connection.
+fn packet_limit(max_payload_bytes: usize) -> usize {
+    max_payload_bytes
+        .saturating_mul(4)
+        .saturating_add(PUBLISH_OVERHEAD)
+        .clamp(MIN_PACKET_LIMIT, MQTT_PACKET_LIMIT)
+}
+
 /// `radar-<worker instance>-<monitor id>`: unique per worker instance and
 /// monitor, so two overlapping workers (or two monitors of one worker) never
 /// take each other's session on the broker. The full monitor id is kept:
@@ -188,42 +165,26 @@ pub fn client_id(worker_instance: &str, monitor_id: Uuid) -> String {
 mod tests {
     use super::*;
 
-    fn reason(url: &str) -> String {
-        BrokerAddress::parse(url).unwrap_err().to_string()
-    }
-
     #[test]
     fn plain_mqtt_urls_parse_with_and_without_port() {
         let a = BrokerAddress::parse("mqtt://127.0.0.1:1884").unwrap();
         assert_eq!((a.host.as_str(), a.port), ("127.0.0.1", 1884));
         let b = BrokerAddress::parse("mqtt://broker.local/").unwrap();
         assert_eq!((b.host.as_str(), b.port), ("broker.local", 1883));
-        let c = BrokerAddress::parse("tcp://[::1]:1999").unwrap();
-        assert_eq!((c.host.as_str(), c.port), ("::1", 1999));
     }
 
     #[test]
-    fn tls_urls_are_refused_saying_tls_is_not_supported() {
-        for url in ["mqtts://h:8883", "ssl://h:8883", "wss://h/mqtt"] {
-            assert!(reason(url).contains("TLS"), "{url}: {}", reason(url));
-        }
-    }
-
-    #[test]
-    fn malformed_urls_are_refused_with_a_reason() {
+    fn tls_and_other_schemes_are_refused_saying_tls_is_not_supported() {
         for url in [
-            "127.0.0.1:1883",
+            "mqtts://h:8883",
+            "ssl://h:8883",
             "http://h:1883",
-            "mqtt://:1883",
-            "mqtt://h:0",
-            "mqtt://h:70000",
-            "mqtt://h:port",
-            "mqtt://user:pw@h:1883",
-            "mqtt://h:1883/topic",
-            "mqtt://[::1",
+            "127.0.0.1:1883",
         ] {
-            assert!(BrokerAddress::parse(url).is_err(), "{url} was accepted");
+            let reason = BrokerAddress::parse(url).unwrap_err().to_string();
+            assert!(reason.contains("TLS"), "{url}: {reason}");
         }
+        assert!(BrokerAddress::parse("mqtt://user@h:1883").is_err());
     }
 
     #[test]
@@ -242,6 +203,37 @@ mod tests {
         let m = o.to_mqtt_options();
         assert_eq!(m.max_packet_size(), 1024 * 1024);
         assert!(m.clean_session());
+        assert_eq!(m.keep_alive(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_packet_limit_grows_with_the_payload_limit_up_to_mqtts_own() {
+        assert_eq!(packet_limit(4096), MIN_PACKET_LIMIT);
+        assert_eq!(
+            packet_limit(1024 * 1024),
+            4 * 1024 * 1024 + PUBLISH_OVERHEAD
+        );
+        assert_eq!(packet_limit(MQTT_PACKET_LIMIT), MQTT_PACKET_LIMIT);
+    }
+
+    #[test]
+    fn worker_settings_set_url_limits_and_queue_capacity() {
+        let vars: crate::config::EnvVars = [
+            ("RADAR_MQTT_URL", "mqtt://10.1.2.3:1999"),
+            ("RADAR_MQTT_MAX_MESSAGE_BYTES", "2048"),
+            ("RADAR_INGRESS_QUEUE_CAPACITY", "77"),
+            // Never read the repository's settings file from a unit test.
+            ("RADAR_CONFIG_FILE", "/dev/null"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let no_flags = figment::providers::Serialized::defaults(serde_json::json!({}));
+        let loaded = Settings::load(&vars, no_flags).unwrap();
+        let o = IngestOptions::from_settings(&loaded.settings, "w-1", Uuid::from_u128(9)).unwrap();
+        assert_eq!((o.broker.host.as_str(), o.broker.port), ("10.1.2.3", 1999));
+        assert_eq!((o.max_payload_bytes, o.queue_capacity), (2048, 77));
+        assert_eq!(o.client_id, client_id("w-1", Uuid::from_u128(9)));
     }
 
     #[test]
