@@ -3,6 +3,12 @@
 //! the bounded ingress queue, and after any failure waits on the backoff
 //! schedule before the next attempt (rumqttc would otherwise reconnect at
 //! once and spin). It is the only place here that does network IO.
+//!
+//! Back-pressure is the owner not polling: while the queue is full it waits
+//! for a slot, rumqttc reads nothing more, QoS 1 acknowledgements stop and
+//! the broker holds the backlog. Keep-alive pings stop too, so a model that
+//! stalls for longer than about the keep-alive interval can cost the
+//! connection; that is then an ordinary outage (reported, retried).
 
 use std::{sync::Arc, time::Instant};
 
