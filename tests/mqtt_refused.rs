@@ -115,3 +115,28 @@ async fn a_refused_optional_reading_is_reported_without_holding_back_the_connect
     ingestion.control.stop().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_a_long_backoff_ends_ingestion_at_once() -> Result<()> {
+    let fake = FakeBroker::start("plant/forbidden").await?;
+    let topics = vec!["plant/forbidden".to_string()];
+    let mut options = test_options(&fake.url());
+    options.backoff = radar::mqtt::Backoff::PRODUCTION;
+    let mut ingestion = spawn(options, &readings(&topics, &[]))?;
+    let seen = events_until(&mut ingestion.events, WITHIN, |e| {
+        matches!(e, ConnectionEvent::Retrying { .. })
+    })
+    .await?;
+    assert!(matches!(
+        seen.last(),
+        Some(ConnectionEvent::Retrying { retry_in, next_attempt: 2, .. }) if retry_in.as_secs() == 5
+    ));
+    let started = std::time::Instant::now();
+    tokio::time::timeout(WITHIN, ingestion.control.stop()).await?;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "stop waited for the backoff"
+    );
+    assert!(ingestion.messages.recv().await.is_none());
+    Ok(())
+}

@@ -68,7 +68,8 @@ impl IngestionControl {
     }
 }
 
-/// Starts the reconnect owner of one monitor on the current tokio runtime.
+/// Starts the reconnect owner of one monitor as a task on the current Tokio
+/// runtime (an actix arbiter runs one), so it must be called inside it.
 /// Messages carry the index of their reading in `readings`.
 pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Ingestion, MqttError> {
     options.validate()?;
