@@ -7,7 +7,9 @@
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
 //! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
-//!   bounded ingress queue.
+//!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
+//!   topics to readings (pure).
+//! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
@@ -17,4 +19,5 @@ pub mod config;
 pub mod coverage;
 pub mod detector;
 pub mod mqtt;
+pub mod runtime;
 pub mod store;

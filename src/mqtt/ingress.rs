@@ -1,10 +1,10 @@
 //! The network side's admission of a PUBLISH: stamp it with this worker's
 //! receipt clocks, map its topic to a reading, refuse oversized payloads.
-//! Parsing the payload is left to the model side. Counters are atomics so a
-//! health reader can read them without asking the ingestion task.
+//! Parsing the payload is left to the model side ([`RawMessage::observation`]).
+//! Counters are atomics so a health reader can read them without asking the
+//! ingestion task.
 
 use std::{
-    collections::HashMap,
     sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
@@ -12,6 +12,9 @@ use std::{
 use bytes::Bytes;
 use chrono::{DateTime, TimeDelta, Utc};
 use rumqttc::Publish;
+
+use super::payload::{Payload, PayloadRejection, TopicRoutes, parse_payload};
+use crate::align::Observation;
 
 /// One message admitted into the ingress queue, payload still unparsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,60 +46,33 @@ impl RawMessage {
             .checked_add_signed(queued)
             .unwrap_or(DateTime::<Utc>::MAX_UTC)
     }
-}
 
-/// Why the network side dropped a message before the queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IngressRejection {
-    /// The topic belongs to no reading of this monitor.
-    UnknownTopic,
-    /// The payload is larger than the configured limit.
-    TooLarge,
-}
-
-impl IngressRejection {
-    /// The counter label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::UnknownTopic => "unknown_topic",
-            Self::TooLarge => "too_large",
-        }
-    }
-}
-
-/// Topic -> reading index of one monitor.
-#[derive(Debug, Clone, Default)]
-pub struct TopicMap(HashMap<String, usize>);
-
-impl TopicMap {
-    pub fn new<'a>(topics: impl IntoIterator<Item = &'a str>) -> Self {
-        Self(
-            topics
-                .into_iter()
-                .enumerate()
-                .map(|(i, t)| (t.to_string(), i))
-                .collect(),
-        )
-    }
-
-    pub fn reading(&self, topic: &str) -> Option<usize> {
-        self.0.get(topic).copied()
+    /// Parses the payload into an observation of this message's reading, on
+    /// the model side (parsing never runs on the network task).
+    pub fn observation(&self, max_payload_bytes: usize) -> Result<Observation, PayloadRejection> {
+        let Payload { ts, value } = parse_payload(&self.payload, max_payload_bytes)?;
+        Ok(Observation {
+            reading: self.reading,
+            ts,
+            value,
+            received_at: self.received_at,
+        })
     }
 }
 
 /// Decides whether a PUBLISH enters the queue, given the receipt clocks.
+/// Rejects only what the network side can tell without parsing: a topic of
+/// no reading (`UnknownTopic`) and an oversized payload (`TooLarge`).
 pub fn admit(
-    topics: &TopicMap,
+    routes: &TopicRoutes,
     max_payload_bytes: usize,
     publish: Publish,
     received_at: DateTime<Utc>,
     received_instant: Instant,
-) -> Result<RawMessage, IngressRejection> {
-    let reading = topics
-        .reading(&publish.topic)
-        .ok_or(IngressRejection::UnknownTopic)?;
+) -> Result<RawMessage, PayloadRejection> {
+    let reading = routes.route(&publish.topic)?;
     if publish.payload.len() > max_payload_bytes {
-        return Err(IngressRejection::TooLarge);
+        return Err(PayloadRejection::TooLarge);
     }
     Ok(RawMessage {
         reading,
@@ -169,10 +145,12 @@ impl IngressCounters {
         );
     }
 
-    pub(crate) fn rejected(&self, why: IngressRejection) {
+    /// Counts a network-side rejection; `admit` produces only
+    /// `UnknownTopic` and `TooLarge`, the parse reasons belong to the model.
+    pub(crate) fn rejected(&self, why: PayloadRejection) {
         let counter = match why {
-            IngressRejection::UnknownTopic => &self.unknown_topic,
-            IngressRejection::TooLarge => &self.too_large,
+            PayloadRejection::UnknownTopic => &self.unknown_topic,
+            _ => &self.too_large,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -201,8 +179,13 @@ mod tests {
     use super::*;
     use rumqttc::QoS;
 
-    fn map() -> TopicMap {
-        TopicMap::new(["plant/t1", "plant/t2"])
+    fn map() -> TopicRoutes {
+        let reading = |name: &str| crate::config::ReadingConfig {
+            name: name.into(),
+            topic: format!("plant/{name}"),
+            required: true,
+        };
+        TopicRoutes::new(&[reading("t1"), reading("t2")])
     }
 
     fn publish(topic: &str, payload: &[u8]) -> Publish {
@@ -244,6 +227,35 @@ mod tests {
     }
 
     #[test]
+    fn the_model_side_parses_the_payload_into_an_observation_of_its_reading() {
+        let received_at = Utc::now();
+        let body = br#"{"ts": 1795986000000, "value": 21.5}"#;
+        let m = admit(
+            &map(),
+            64,
+            publish("plant/t2", body),
+            received_at,
+            Instant::now(),
+        )
+        .unwrap();
+        let obs = m.observation(64).unwrap();
+        assert_eq!(
+            (obs.reading, obs.value, obs.received_at),
+            (1, 21.5, received_at)
+        );
+        assert_eq!(obs.ts.timestamp_millis(), 1_795_986_000_000);
+        let bad = admit(
+            &map(),
+            64,
+            publish("plant/t1", b"nan"),
+            received_at,
+            Instant::now(),
+        )
+        .unwrap();
+        assert_eq!(bad.observation(64).unwrap_err(), PayloadRejection::NotJson);
+    }
+
+    #[test]
     fn an_unknown_topic_is_rejected() {
         let r = admit(
             &map(),
@@ -272,15 +284,15 @@ mod tests {
             Utc::now(),
             Instant::now(),
         );
-        assert_eq!(over.unwrap_err(), IngressRejection::TooLarge);
+        assert_eq!(over.unwrap_err(), PayloadRejection::TooLarge);
     }
 
     #[test]
     fn counters_count_by_reason_and_keep_the_queue_peak() {
         let c = IngressCounters::default();
         c.received();
-        c.rejected(IngressRejection::TooLarge);
-        c.rejected(IngressRejection::UnknownTopic);
+        c.rejected(PayloadRejection::TooLarge);
+        c.rejected(PayloadRejection::UnknownTopic);
         c.admitted(3);
         c.admitted(1);
         c.waited_for_queue(10);

@@ -3,6 +3,7 @@
 //! that carries raw payloads to the model side.
 //!
 //! # Layout
+//! - [`payload`]: parsing a message body and routing its topic (pure).
 //! - `options`: broker URL, client id, limits ([`IngestOptions`]).
 //! - `backoff`: the reconnect schedule ([`Backoff`]), pure.
 //! - `subscriptions`: which SUBACKs are still missing, pure.
@@ -10,6 +11,8 @@
 //!   shared counters.
 //! - `owner`: the task that owns the rumqttc event loop ([`spawn`]).
 //! - `events`: what the owner reports ([`ConnectionEvent`], [`LinkStatus`]).
+
+pub mod payload;
 
 mod backoff;
 mod error;
@@ -22,7 +25,7 @@ mod subscriptions;
 pub use backoff::Backoff;
 pub use error::MqttError;
 pub use events::{ConnectionEvent, LinkStatus};
-pub use ingress::{IngressCounters, IngressCounts, IngressRejection, RawMessage, TopicMap, admit};
+pub use ingress::{IngressCounters, IngressCounts, RawMessage, admit};
 pub use options::{BrokerAddress, IngestOptions, client_id};
 pub use owner::{Ingestion, IngestionControl, spawn};
 pub use subscriptions::{SubackOutcome, Subscriptions, TopicSubscription};

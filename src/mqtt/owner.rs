@@ -25,8 +25,8 @@ use tokio::{
 use tracing::{debug, info, warn};
 
 use super::{
-    ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage,
-    ingress::{self, TopicMap},
+    ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage, ingress,
+    payload::TopicRoutes,
     subscriptions::{SubackOutcome, Subscriptions, TopicSubscription},
 };
 use crate::config::ReadingConfig;
@@ -93,7 +93,7 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
         .network_options
         .set_connection_timeout(options.handshake_timeout.as_secs().max(1));
     let owner = Owner {
-        topic_map: TopicMap::new(topics.iter().map(String::as_str)),
+        routes: TopicRoutes::new(readings),
         subscriptions: Subscriptions::new(
             readings
                 .iter()
@@ -140,7 +140,7 @@ enum Admission {
 struct Owner {
     options: IngestOptions,
     topics: Vec<String>,
-    topic_map: TopicMap,
+    routes: TopicRoutes,
     subscriptions: Subscriptions,
     client: AsyncClient,
     eventloop: EventLoop,
@@ -324,7 +324,7 @@ impl Owner {
         let (received_at, received_instant) = (Utc::now(), Instant::now());
         self.counters.received();
         let message = match ingress::admit(
-            &self.topic_map,
+            &self.routes,
             self.options.max_payload_bytes,
             publish,
             received_at,

@@ -253,11 +253,35 @@ async fn read_remaining_length(socket: &mut TcpStream) -> Result<usize> {
 impl Mosquitto {
     /// Starts Mosquitto on a chosen port (e.g. one a client already retries).
     pub async fn start_on(port: u16, max_queued: u32) -> Result<Self> {
+        Self::start_with(port, max_queued, false).await
+    }
+
+    /// Starts Mosquitto with persistence: retained messages survive a
+    /// graceful restart ([`Mosquitto::restart_gracefully`]).
+    pub async fn start_persistent() -> Result<Self> {
+        Self::start_with(free_port()?, 1000, true).await
+    }
+
+    async fn start_with(port: u16, max_queued: u32, persistent: bool) -> Result<Self> {
         let dir =
             std::env::temp_dir().join(format!("radar-mosquitto-{}-{port}", std::process::id()));
         fs::create_dir_all(&dir)?;
+        if persistent {
+            // Started as root, Mosquitto drops to its own user, which must be
+            // able to write the persistence file here.
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o777))?;
+        }
+        let persistence = if persistent {
+            format!(
+                "persistence true\npersistence_location {}/\n",
+                dir.display()
+            )
+        } else {
+            "persistence false\n".to_string()
+        };
         let config = format!(
-            "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
+            "listener {port} 127.0.0.1\nallow_anonymous true\n{persistence}\
              max_queued_messages {max_queued}\nmax_queued_bytes 0\nlog_dest stderr\n\
              log_type error\nlog_type warning\nlog_type notice\nlog_type subscribe\nlog_type unsubscribe\n"
         );
@@ -269,6 +293,21 @@ impl Mosquitto {
         };
         broker.spawn().await?;
         Ok(broker)
+    }
+
+    /// Stops the broker with SIGTERM (it saves its persistence file and
+    /// closes connections) and starts it again on the same port.
+    pub async fn restart_gracefully(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            let status = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()?;
+            if !status.success() {
+                bail!("kill -TERM failed: {status}");
+            }
+            child.wait()?;
+        }
+        self.spawn().await
     }
 
     /// The broker's process id, to read its memory use.
