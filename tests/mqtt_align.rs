@@ -201,10 +201,7 @@ async fn a_retained_message_delivered_again_after_reconnect_is_rejected_as_stale
     model.events_until(&mut ingestion, is_connected).await?;
     let again = model.next(&mut ingestion).await;
     let again = again.map_err(|e| anyhow::anyhow!("{e}; broker log:\n{}", broker.log()))?;
-    assert_eq!(
-        again,
-        (Admission::Rejected(AlignRejection::Stale), true)
-    );
+    assert_eq!(again, (Admission::Rejected(AlignRejection::Stale), true));
     assert_eq!(model.aligner.counters().stale, 1);
     assert_eq!(model.aligner.watermarks().get("temp"), Some(retained_ts));
 
