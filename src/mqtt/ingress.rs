@@ -145,12 +145,13 @@ impl IngressCounters {
         );
     }
 
-    /// Counts a network-side rejection; `admit` produces only
-    /// `UnknownTopic` and `TooLarge`, the parse reasons belong to the model.
+    /// Counts a network-side rejection. `admit` produces only these two
+    /// reasons; the parse reasons are counted by the model side.
     pub(crate) fn rejected(&self, why: PayloadRejection) {
         let counter = match why {
             PayloadRejection::UnknownTopic => &self.unknown_topic,
-            _ => &self.too_large,
+            PayloadRejection::TooLarge => &self.too_large,
+            _ => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
