@@ -89,6 +89,10 @@ async fn a_flood_larger_than_the_queue_waits_at_the_broker_not_in_memory() -> Re
         counters.snapshot().received > CAPACITY as u64
     })
     .await?;
+    // The model stalls for a while (this is the scenario, not a wait for a
+    // condition): a client without back-pressure would take thousands of
+    // messages from the broker meanwhile.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let stalled = counters.snapshot();
     let broker_held = status_kib(&broker_pid, "VmRSS:")?;
     let rss_held = status_kib("self", "VmRSS:")?;
