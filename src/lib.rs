@@ -6,7 +6,8 @@
 //! - [`align`]: admission of observations, watermarks and frames (pure).
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
-//! - [`mqtt`]: the MQTT side; [`mqtt::payload`] parses message bodies and routes
+//! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
+//!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
 //!   topics to readings (pure).
 //! - [`replay`]: a CSV file through the aligner and detector, for backtests.
 //! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
