@@ -7,6 +7,7 @@
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
+//! - [`telemetry`]: metric names, internal events, the monitor board behind readiness.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
 
@@ -15,3 +16,4 @@ pub mod config;
 pub mod coverage;
 pub mod detector;
 pub mod store;
+pub mod telemetry;
