@@ -16,6 +16,8 @@
 #![allow(dead_code, unused_imports)]
 
 mod exposition;
+#[cfg(all(test, feature = "otlp"))]
+mod otlp_tests;
 #[cfg(test)]
 mod tests;
 
@@ -30,7 +32,7 @@ use actix_web::{
 use prometheus::Registry;
 use radar::telemetry::Board;
 
-pub use exposition::{build_meter_provider, init_meter_provider};
+pub use exposition::{OtlpPush, build_meter_provider, init_meter_provider};
 
 /// What the handlers read.
 #[derive(Clone)]

@@ -34,7 +34,8 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let (provider, registry) = exposition::build_meter_provider("test-worker").unwrap();
+    let (provider, registry) =
+        exposition::build_meter_provider("test-worker", exposition::OtlpPush::Off).unwrap();
     let telemetry = Telemetry::new(&provider.meter(METER_NAME));
     Fixture {
         _provider: provider,
