@@ -257,3 +257,77 @@ mod tests {
         assert!(!c.connected());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Report {
+        Connect,
+        Disconnect,
+        Stall,
+        ClearStall,
+        Exit(Exit),
+        HoldOwnership,
+    }
+
+    fn report() -> impl Strategy<Value = Report> {
+        prop_oneof![
+            Just(Report::Connect),
+            Just(Report::Disconnect),
+            Just(Report::Stall),
+            Just(Report::ClearStall),
+            prop_oneof![
+                Just(Exit::StartupFailed),
+                Just(Exit::OwnershipLost),
+                Just(Exit::Quarantined),
+                Just(Exit::Stopped),
+            ]
+            .prop_map(Report::Exit),
+            Just(Report::HoldOwnership),
+        ]
+    }
+
+    fn apply(c: &mut Condition, r: &Report) {
+        match r {
+            Report::Connect => c.connect(),
+            Report::Disconnect => c.disconnect("down"),
+            Report::Stall => c.stall("stuck"),
+            Report::ClearStall => c.clear_stall(),
+            Report::Exit(e) => c.exit(*e, "exit"),
+            Report::HoldOwnership => c.hold_ownership(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn once_exited_a_monitor_keeps_its_first_exit_and_is_never_ready(
+            reports in proptest::collection::vec(report(), 0..40),
+        ) {
+            let mut c = Condition::default();
+            let mut first_exit: Option<Exit> = None;
+            for r in &reports {
+                apply(&mut c, r);
+                if let Report::Exit(e) = r {
+                    first_exit.get_or_insert(*e);
+                }
+                prop_assert_eq!(c.is_ready(), c.state() == MonitorState::Connected);
+                if let Some(exit) = first_exit {
+                    prop_assert_eq!(c.state(), MonitorState::from(exit));
+                    prop_assert!(c.state().is_terminal());
+                    prop_assert!(!c.is_ready());
+                }
+                if c.is_ready() {
+                    prop_assert!(c.connected());
+                    prop_assert_eq!(c.detail(), "");
+                }
+                if c.ownership() == Ownership::Lost {
+                    prop_assert!(reports.iter().any(|r| matches!(r, Report::Exit(Exit::OwnershipLost))));
+                }
+            }
+        }
+    }
+}
