@@ -6,6 +6,10 @@
 //! - [`align`]: admission of observations, watermarks and frames (pure).
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
+//! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
+//!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
+//!   topics to readings (pure).
+//! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //! - [`telemetry`]: metric names, internal events, the monitor board behind readiness.
 //!
@@ -15,5 +19,7 @@ pub mod align;
 pub mod config;
 pub mod coverage;
 pub mod detector;
+pub mod mqtt;
+pub mod runtime;
 pub mod store;
 pub mod telemetry;

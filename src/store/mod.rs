@@ -2,12 +2,14 @@
 //!
 //! - `migrate`: migrations and the schema ledger.
 //! - `services`: the monitors' rows.
+//! - `status`: reading the operational status workers write.
 //! - `schema`: diesel table definitions.
 
 mod error;
 mod migrate;
 pub mod schema;
 mod services;
+mod status;
 
 use diesel_async::{
     AsyncPgConnection,
@@ -17,6 +19,7 @@ use diesel_async::{
 pub use error::StoreError;
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};
+pub use status::{StatusRow, list_status};
 
 /// One pool per process.
 pub type Pool = deadpool::Pool<AsyncPgConnection>;

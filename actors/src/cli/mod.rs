@@ -2,6 +2,7 @@
 
 mod migrate;
 mod monitor;
+mod status;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,8 @@ enum Command {
     /// Create, list, show, retire and delete monitors.
     #[command(subcommand)]
     Monitor(monitor::MonitorCommand),
+    /// Show every monitor's persisted operational status.
+    Status(status::StatusArgs),
 }
 
 /// Flags that override settings, in the settings' own field names.
@@ -92,6 +95,7 @@ impl Cli {
         match self.command {
             Command::Migrate => runtime.block_on(migrate::run(&settings)),
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
+            Command::Status(args) => runtime.block_on(status::run(args, &settings)),
         }
     }
 }
