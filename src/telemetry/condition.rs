@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use crate::runtime::ExitReason;
+
 /// The state `/readyz`, the `radar.monitor.state` gauge and the status table
 /// show. Only `Connected` is ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -27,10 +29,13 @@ pub enum MonitorState {
     Quarantined,
     /// Terminal: stopped on request.
     Stopped,
+    /// Ended by a transient failure; the supervisor starts it again after a
+    /// backoff (re-admitting it on the board as `starting`).
+    Failed,
 }
 
 impl MonitorState {
-    pub const ALL: [MonitorState; 8] = [
+    pub const ALL: [MonitorState; 9] = [
         Self::Starting,
         Self::Connected,
         Self::Disconnected,
@@ -39,6 +44,7 @@ impl MonitorState {
         Self::OwnershipLost,
         Self::Quarantined,
         Self::Stopped,
+        Self::Failed,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -51,6 +57,7 @@ impl MonitorState {
             Self::OwnershipLost => "ownership_lost",
             Self::Quarantined => "quarantined",
             Self::Stopped => "stopped",
+            Self::Failed => "failed",
         }
     }
 
@@ -68,23 +75,25 @@ impl std::fmt::Display for MonitorState {
     }
 }
 
-/// How a monitor ended; each is a terminal [`MonitorState`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    StartupFailed,
-    OwnershipLost,
-    Quarantined,
-    Stopped,
+impl From<&ExitReason> for MonitorState {
+    fn from(exit: &ExitReason) -> Self {
+        match exit {
+            ExitReason::Stopped => Self::Stopped,
+            ExitReason::OwnershipLost { .. } => Self::OwnershipLost,
+            ExitReason::Quarantined { .. } => Self::Quarantined,
+            ExitReason::StartupFailed { .. } => Self::StartupFailed,
+            ExitReason::Failed { .. } => Self::Failed,
+        }
+    }
 }
 
-impl From<Exit> for MonitorState {
-    fn from(exit: Exit) -> Self {
-        match exit {
-            Exit::StartupFailed => Self::StartupFailed,
-            Exit::OwnershipLost => Self::OwnershipLost,
-            Exit::Quarantined => Self::Quarantined,
-            Exit::Stopped => Self::Stopped,
-        }
+/// The operator-facing reason carried by an exit.
+fn exit_detail(exit: &ExitReason) -> &str {
+    match exit {
+        ExitReason::Stopped => "stopped on request",
+        ExitReason::OwnershipLost { detail } | ExitReason::Quarantined { detail } => detail,
+        ExitReason::StartupFailed { reason } => reason,
+        ExitReason::Failed { error } => error,
     }
 }
 
@@ -109,14 +118,14 @@ pub struct Condition {
     stall: Option<String>,
     /// The first exit wins: a quarantined monitor that then stops stays
     /// reported as quarantined.
-    exit: Option<(Exit, String)>,
+    exit: Option<ExitReason>,
     ownership: Ownership,
 }
 
 impl Condition {
     pub fn state(&self) -> MonitorState {
-        if let Some((exit, _)) = &self.exit {
-            return (*exit).into();
+        if let Some(exit) = &self.exit {
+            return exit.into();
         }
         if self.stall.is_some() {
             return MonitorState::Stalled;
@@ -130,8 +139,8 @@ impl Condition {
 
     /// Why the monitor is in its state; empty when connected.
     pub fn detail(&self) -> &str {
-        if let Some((_, detail)) = &self.exit {
-            return detail;
+        if let Some(exit) = &self.exit {
+            return exit_detail(exit);
         }
         if let Some(detail) = &self.stall {
             return detail;
@@ -178,12 +187,12 @@ impl Condition {
 
     /// Ends the monitor. Ownership loss also clears the held token, and the
     /// connection is no longer reported as up once the monitor has exited.
-    pub fn exit(&mut self, exit: Exit, detail: impl Into<String>) {
-        if self.exit.is_none() {
-            self.exit = Some((exit, detail.into()));
-        }
-        if exit == Exit::OwnershipLost {
+    pub fn exit(&mut self, exit: &ExitReason) {
+        if matches!(exit, ExitReason::OwnershipLost { .. }) {
             self.ownership = Ownership::Lost;
+        }
+        if self.exit.is_none() {
+            self.exit = Some(exit.clone());
         }
         self.connected = false;
     }
@@ -237,8 +246,10 @@ mod tests {
     fn the_first_exit_wins_and_reconnecting_cannot_revive_the_monitor() {
         let mut c = Condition::default();
         c.connect();
-        c.exit(Exit::Quarantined, "node f failed mid-update");
-        c.exit(Exit::Stopped, "shutdown");
+        c.exit(&ExitReason::Quarantined {
+            detail: "node f failed mid-update".into(),
+        });
+        c.exit(&ExitReason::Stopped);
         c.connect();
         assert_eq!(c.state(), MonitorState::Quarantined);
         assert_eq!(c.detail(), "node f failed mid-update");
@@ -250,7 +261,9 @@ mod tests {
         let mut c = Condition::default();
         c.hold_ownership();
         assert_eq!(c.ownership(), Ownership::Held);
-        c.exit(Exit::OwnershipLost, "successor committed");
+        c.exit(&ExitReason::OwnershipLost {
+            detail: "successor committed".into(),
+        });
         c.hold_ownership();
         assert_eq!(c.ownership(), Ownership::Lost);
         assert_eq!(c.state(), MonitorState::OwnershipLost);
@@ -270,7 +283,7 @@ mod properties {
         Disconnect,
         Stall,
         ClearStall,
-        Exit(Exit),
+        Exit(ExitReason),
         HoldOwnership,
     }
 
@@ -281,10 +294,19 @@ mod properties {
             Just(Report::Stall),
             Just(Report::ClearStall),
             prop_oneof![
-                Just(Exit::StartupFailed),
-                Just(Exit::OwnershipLost),
-                Just(Exit::Quarantined),
-                Just(Exit::Stopped),
+                Just(ExitReason::StartupFailed {
+                    reason: "bad key".into()
+                }),
+                Just(ExitReason::OwnershipLost {
+                    detail: "successor".into()
+                }),
+                Just(ExitReason::Quarantined {
+                    detail: "uncertain".into()
+                }),
+                Just(ExitReason::Stopped),
+                Just(ExitReason::Failed {
+                    error: "db down".into()
+                }),
             ]
             .prop_map(Report::Exit),
             Just(Report::HoldOwnership),
@@ -297,7 +319,7 @@ mod properties {
             Report::Disconnect => c.disconnect("down"),
             Report::Stall => c.stall("stuck"),
             Report::ClearStall => c.clear_stall(),
-            Report::Exit(e) => c.exit(*e, "exit"),
+            Report::Exit(e) => c.exit(e),
             Report::HoldOwnership => c.hold_ownership(),
         }
     }
@@ -308,16 +330,16 @@ mod properties {
             reports in proptest::collection::vec(report(), 0..40),
         ) {
             let mut c = Condition::default();
-            let mut first_exit: Option<Exit> = None;
+            let mut first_exit: Option<ExitReason> = None;
             for r in &reports {
                 apply(&mut c, r);
                 if let Report::Exit(e) = r {
-                    first_exit.get_or_insert(*e);
+                    first_exit.get_or_insert_with(|| e.clone());
                 }
                 prop_assert_eq!(c.is_ready(), c.state() == MonitorState::Connected);
-                if let Some(exit) = first_exit {
+                if let Some(exit) = &first_exit {
                     prop_assert_eq!(c.state(), MonitorState::from(exit));
-                    prop_assert!(c.state().is_terminal());
+                    prop_assert_eq!(c.state().is_terminal(), exit.is_terminal());
                     prop_assert!(!c.is_ready());
                 }
                 if c.is_ready() {
@@ -325,7 +347,8 @@ mod properties {
                     prop_assert_eq!(c.detail(), "");
                 }
                 if c.ownership() == Ownership::Lost {
-                    prop_assert!(reports.iter().any(|r| matches!(r, Report::Exit(Exit::OwnershipLost))));
+                    let lost = |r: &Report| matches!(r, Report::Exit(ExitReason::OwnershipLost { .. }));
+                    prop_assert!(reports.iter().any(lost));
                 }
             }
         }

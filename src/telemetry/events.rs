@@ -10,15 +10,15 @@ use chrono::{DateTime, Utc};
 use tracing::{debug, error, info, trace, warn};
 
 use super::{
-    condition::Exit,
     handle::MonitorTelemetry,
-    labels::{
-        CheckpointFailure, CheckpointTrigger, DetectorPhase, ModelOperation, RejectReason,
-        gap_cause, key,
-    },
+    labels::{CheckpointFailure, DetectorPhase, ModelOperation, RejectReason, key},
     readiness::Recovery,
 };
-use crate::coverage::GapCause;
+use crate::{
+    coverage::GapCause,
+    mqtt::ConnectionEvent,
+    runtime::{ExitReason, Trigger},
+};
 
 /// Something that happened to a monitor.
 pub trait InternalEvent {
@@ -159,7 +159,7 @@ impl InternalEvent for ModelOperationFinished {
 /// and restarts the snapshot age.
 #[derive(Debug, Clone, Copy)]
 pub struct CheckpointCommitted {
-    pub trigger: CheckpointTrigger,
+    pub trigger: Trigger,
     pub duration: Duration,
     pub bytes: u64,
     pub saved_at: DateTime<Utc>,
@@ -265,61 +265,70 @@ impl InternalEvent for OwnershipAcquired {
     }
 }
 
-/// Another worker committed a successor snapshot: terminal.
+/// The monitor's actors stopped. Terminal reasons keep the monitor on the
+/// board (and the worker not ready) until it is removed; a transient
+/// failure shows as `failed` until the supervisor re-admits it.
 #[derive(Debug, Clone, Copy)]
-pub struct OwnershipLost<'a> {
-    pub detail: &'a str,
+pub struct MonitorExited<'a> {
+    pub reason: &'a ExitReason,
 }
 
-impl InternalEvent for OwnershipLost<'_> {
+impl InternalEvent for MonitorExited<'_> {
     fn emit(self, m: &MonitorTelemetry) {
-        error!(
-            monitor_id = %m.id(),
-            detail = self.detail,
-            "Ownership lost to another worker; the monitor stops here and its pending results are not written."
-        );
-        m.exit(Exit::OwnershipLost, self.detail);
+        let id = m.id();
+        match self.reason {
+            ExitReason::Stopped => info!(monitor_id = %id, "Monitor stopped."),
+            ExitReason::OwnershipLost { detail } => error!(
+                monitor_id = %id,
+                detail = %detail,
+                "Ownership lost to another worker; the monitor stops here and its pending results are not written."
+            ),
+            ExitReason::Quarantined { detail } => error!(
+                monitor_id = %id,
+                detail = %detail,
+                "Monitor quarantined; no checkpoint will be exported."
+            ),
+            ExitReason::StartupFailed { reason } => error!(
+                monitor_id = %id,
+                reason = %reason,
+                "Monitor failed to start; an operator must act (see the reason)."
+            ),
+            ExitReason::Failed { error } => warn!(
+                monitor_id = %id,
+                error = %error,
+                "Monitor failed; the supervisor restarts it after a backoff."
+            ),
+        }
+        m.exit(self.reason);
     }
 }
 
-/// A fatal uncertain update quarantined the monitor: terminal.
+/// A change reported by the MQTT reconnect owner. The owner logs these
+/// itself, so this only updates the board and the counters (and logs at
+/// `debug`).
 #[derive(Debug, Clone, Copy)]
-pub struct MonitorQuarantined<'a> {
-    pub detail: &'a str,
-}
+pub struct ConnectionChanged<'a>(pub &'a ConnectionEvent);
 
-impl InternalEvent for MonitorQuarantined<'_> {
+impl InternalEvent for ConnectionChanged<'_> {
     fn emit(self, m: &MonitorTelemetry) {
-        error!(
-            monitor_id = %m.id(),
-            detail = self.detail,
-            "Monitor quarantined; no checkpoint will be exported."
-        );
-        m.exit(Exit::Quarantined, self.detail);
-    }
-}
-
-/// The monitor could not start: terminal.
-#[derive(Debug, Clone, Copy)]
-pub struct StartupFailed<'a> {
-    pub error: &'a str,
-}
-
-impl InternalEvent for StartupFailed<'_> {
-    fn emit(self, m: &MonitorTelemetry) {
-        error!(monitor_id = %m.id(), error = self.error, "Monitor failed to start.");
-        m.exit(Exit::StartupFailed, self.error);
-    }
-}
-
-/// The monitor stopped on request: terminal.
-#[derive(Debug, Clone, Copy)]
-pub struct MonitorStopped;
-
-impl InternalEvent for MonitorStopped {
-    fn emit(self, m: &MonitorTelemetry) {
-        info!(monitor_id = %m.id(), "Monitor stopped.");
-        m.exit(Exit::Stopped, "stopped on request");
+        debug!(monitor_id = %m.id(), event = ?self.0, "Connection changed.");
+        match self.0 {
+            ConnectionEvent::Connected { .. } => m.connect(),
+            ConnectionEvent::Disconnected { reason, .. } => m.disconnect(reason),
+            ConnectionEvent::SubscriptionRefused {
+                topic,
+                required: true,
+                ..
+            } => m.disconnect(&format!("the broker refused the subscription to {topic}")),
+            ConnectionEvent::SubscriptionRefused {
+                required: false, ..
+            } => {}
+            ConnectionEvent::Retrying { reason, .. } => {
+                m.disconnect(reason);
+                m.instruments.mqtt_reconnect_attempts.add(1, m.attrs());
+            }
+            ConnectionEvent::Stopped { .. } => m.disconnect("ingestion stopped"),
+        }
     }
 }
 
@@ -379,13 +388,13 @@ impl InternalEvent for CoverageGapClosed {
     fn emit(self, m: &MonitorTelemetry) {
         info!(
             monitor_id = %m.id(),
-            cause = gap_cause(self.cause),
+            cause = self.cause.as_str(),
             seconds = self.duration.as_secs_f64(),
             "Coverage gap closed."
         );
         m.instruments.coverage_gap_duration.add(
             self.duration.as_secs_f64(),
-            &m.attrs_with(key::CAUSE, gap_cause(self.cause)),
+            &m.attrs_with(key::CAUSE, self.cause.as_str()),
         );
     }
 }

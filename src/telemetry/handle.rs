@@ -11,8 +11,9 @@ use chrono::{DateTime, Utc};
 use opentelemetry::{KeyValue, metrics::Meter};
 use uuid::Uuid;
 
+use crate::runtime::ExitReason;
+
 use super::{
-    condition::Exit,
     events::InternalEvent,
     instruments::Instruments,
     labels::DetectorPhase,
@@ -127,8 +128,8 @@ impl MonitorTelemetry {
         self.slot.condition().clear_stall();
     }
 
-    pub(crate) fn exit(&self, exit: Exit, detail: &str) {
-        self.slot.condition().exit(exit, detail);
+    pub(crate) fn exit(&self, exit: &ExitReason) {
+        self.slot.condition().exit(exit);
     }
 
     pub(crate) fn hold_ownership(&self) {

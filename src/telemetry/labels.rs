@@ -2,7 +2,7 @@
 //! enums whose labels are fixed here. Nothing taken from a payload ever
 //! becomes an attribute, which keeps every metric's series count bounded.
 
-use crate::coverage::GapCause;
+use crate::{align::AlignRejection, mqtt::payload::PayloadRejection};
 
 /// Attribute keys (Prometheus spells them with underscores).
 pub mod key {
@@ -46,9 +46,8 @@ macro_rules! label_enum {
 }
 
 label_enum! {
-    /// Why a message or observation was discarded. The labels match the
-    /// `as_str()` of the MQTT ingress, payload and alignment rejection types
-    /// one to one, so converting them is a plain `match`.
+    /// Why a message or observation was discarded. Payload and alignment
+    /// rejections convert with `From`, keeping their own labels.
     RejectReason {
         /// Larger than `RADAR_MQTT_MAX_MESSAGE_BYTES`; not parsed.
         TooLarge => "too_large",
@@ -91,22 +90,6 @@ label_enum! {
 }
 
 label_enum! {
-    /// What started a checkpoint.
-    CheckpointTrigger {
-        /// The initial snapshot taken before subscribing.
-        BeforeSubscribe => "before_subscribe",
-        PhaseChange => "phase_change",
-        /// `RADAR_CHECKPOINT_INTERVAL` frames since the last one.
-        FrameInterval => "frame_interval",
-        /// `RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS` elapsed.
-        MaxInterval => "max_interval",
-        CoverageChange => "coverage_change",
-        /// The final snapshot of a graceful shutdown.
-        Shutdown => "shutdown",
-    }
-}
-
-label_enum! {
     /// Why a checkpoint attempt did not commit.
     CheckpointFailure {
         /// The database answered with an error or the connection failed.
@@ -130,13 +113,34 @@ label_enum! {
     }
 }
 
-/// The coverage gap cause as a label (same spelling as its serde form).
-pub const fn gap_cause(cause: GapCause) -> &'static str {
-    match cause {
-        GapCause::Startup => "startup",
-        GapCause::MqttOutage => "mqtt_outage",
-        GapCause::RestartRollback => "restart_rollback",
-        GapCause::CheckpointStall => "checkpoint_stall",
+impl From<AlignRejection> for RejectReason {
+    fn from(r: AlignRejection) -> Self {
+        match r {
+            AlignRejection::UnknownReading => Self::UnknownReading,
+            AlignRejection::Stale => Self::Stale,
+            AlignRejection::Future => Self::Future,
+            AlignRejection::TooOld => Self::TooOld,
+            AlignRejection::Expired => Self::Expired,
+            AlignRejection::Skew => Self::Skew,
+        }
+    }
+}
+
+impl From<PayloadRejection> for RejectReason {
+    fn from(r: PayloadRejection) -> Self {
+        match r {
+            PayloadRejection::TooLarge => Self::TooLarge,
+            PayloadRejection::NotJson => Self::NotJson,
+            PayloadRejection::NotAnObject => Self::NotAnObject,
+            PayloadRejection::UnknownField => Self::UnknownField,
+            PayloadRejection::DuplicateField => Self::DuplicateField,
+            PayloadRejection::MissingTs => Self::MissingTs,
+            PayloadRejection::MissingValue => Self::MissingValue,
+            PayloadRejection::BadTs => Self::BadTs,
+            PayloadRejection::ValueNotANumber => Self::ValueNotANumber,
+            PayloadRejection::ValueNotFinite => Self::ValueNotFinite,
+            PayloadRejection::UnknownTopic => Self::UnknownTopic,
+        }
     }
 }
 
@@ -170,12 +174,6 @@ mod tests {
                 .collect::<Vec<_>>(),
         );
         assert_labels_are_unique_snake_case(
-            &CheckpointTrigger::ALL
-                .iter()
-                .map(|r| r.as_str())
-                .collect::<Vec<_>>(),
-        );
-        assert_labels_are_unique_snake_case(
             &CheckpointFailure::ALL
                 .iter()
                 .map(|r| r.as_str())
@@ -190,15 +188,12 @@ mod tests {
     }
 
     #[test]
-    fn gap_cause_labels_match_their_serialized_form() {
-        for cause in [
-            GapCause::Startup,
-            GapCause::MqttOutage,
-            GapCause::RestartRollback,
-            GapCause::CheckpointStall,
-        ] {
-            let json = serde_json::to_string(&cause).unwrap();
-            assert_eq!(json, format!("\"{}\"", gap_cause(cause)));
+    fn converted_rejections_keep_their_own_labels() {
+        for r in AlignRejection::ALL {
+            assert_eq!(RejectReason::from(r).as_str(), r.as_str());
+        }
+        for r in PayloadRejection::ALL {
+            assert_eq!(RejectReason::from(r).as_str(), r.as_str());
         }
     }
 }

@@ -23,9 +23,7 @@ pub use condition::{MonitorState, Ownership};
 pub use events::InternalEvent;
 pub use handle::{METER_NAME, MonitorTelemetry, Telemetry};
 pub use instruments::Instruments;
-pub use labels::{
-    CheckpointFailure, CheckpointTrigger, DetectorPhase, ModelOperation, RejectReason,
-};
+pub use labels::{CheckpointFailure, DetectorPhase, ModelOperation, RejectReason};
 pub use names::Metric;
 pub use readiness::{Board, MonitorView, NotReady, Readiness, Recovery};
 

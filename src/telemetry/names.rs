@@ -196,9 +196,7 @@ impl Metric {
             Self::Quarantined => "1 once the monitor is quarantined",
             Self::MonitorState => "1 for the monitor's current state, 0 for the others",
             Self::MqttConnected => "1 while every required subscription is acknowledged",
-            Self::MqttReconnectAttempts => {
-                "Reconnect attempts after an established connection dropped"
-            }
+            Self::MqttReconnectAttempts => "Connection attempts retried on the backoff schedule",
             Self::CoverageGapDuration => "Closed coverage gaps, in seconds, by cause",
             Self::RecoveryRestoredProcessed => "Processed count of the snapshot restored at start",
             Self::RecoveryPossibleGap => {

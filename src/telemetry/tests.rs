@@ -11,9 +11,10 @@ use uuid::Uuid;
 
 use super::{
     events::*,
-    labels::{CheckpointTrigger, DetectorPhase, RejectReason},
+    labels::{DetectorPhase, RejectReason},
     *,
 };
+use crate::runtime::{ExitReason, Trigger};
 
 fn telemetry() -> Telemetry {
     Telemetry::new(&NoopMeterProvider::new().meter(METER_NAME))
@@ -42,8 +43,10 @@ fn terminal_events_keep_the_worker_unready_until_the_monitor_is_removed() {
     let t = telemetry();
     let m = t.monitor(Uuid::from_u128(1), "pump");
     m.emit(MqttConnected);
-    m.emit(OwnershipLost {
-        detail: "a successor snapshot was committed",
+    m.emit(MonitorExited {
+        reason: &ExitReason::OwnershipLost {
+            detail: "a successor snapshot was committed".into(),
+        },
     });
     m.emit(MqttConnected);
     let view = t.board().view(m.id(), Utc::now()).unwrap();
@@ -100,7 +103,7 @@ fn restore_commit_and_phase_events_fill_the_gauge_figures() {
 
     let committed_at = saved_at + TimeDelta::seconds(60);
     m.emit(CheckpointCommitted {
-        trigger: CheckpointTrigger::MaxInterval,
+        trigger: Trigger::MaxInterval,
         duration: Duration::from_millis(4),
         bytes: 4096,
         saved_at: committed_at,
@@ -137,4 +140,60 @@ fn the_global_meter_works_before_any_provider_is_installed() {
         flagged: true,
     });
     assert_eq!(t.board().len(), 1);
+}
+
+#[test]
+fn connection_events_of_the_reconnect_owner_drive_the_board() {
+    use crate::mqtt::ConnectionEvent;
+
+    let t = telemetry();
+    let m = t.monitor(Uuid::from_u128(6), "mixer");
+    let at = Utc::now();
+    m.emit(ConnectionChanged(&ConnectionEvent::SubscriptionRefused {
+        at,
+        topic: "plant/mixer/speed".into(),
+        required: true,
+    }));
+    let r = t.board().readiness();
+    assert_eq!(r.not_ready[0].state, MonitorState::Starting);
+    assert_eq!(
+        r.not_ready[0].detail,
+        "the broker refused the subscription to plant/mixer/speed"
+    );
+    m.emit(ConnectionChanged(&ConnectionEvent::Connected {
+        at,
+        attempt: 2,
+    }));
+    assert!(t.board().readiness().ready);
+    m.emit(ConnectionChanged(&ConnectionEvent::Disconnected {
+        at,
+        reason: "keep-alive timeout".into(),
+    }));
+    m.emit(ConnectionChanged(&ConnectionEvent::Retrying {
+        at,
+        next_attempt: 2,
+        retry_in: Duration::from_secs(5),
+        reason: "connection refused".into(),
+    }));
+    let r = t.board().readiness();
+    assert_eq!(r.not_ready[0].state, MonitorState::Disconnected);
+    assert_eq!(r.not_ready[0].detail, "connection refused");
+}
+
+#[test]
+fn a_transient_failure_shows_as_failed_until_the_monitor_is_readmitted() {
+    let t = telemetry();
+    let m = t.monitor(Uuid::from_u128(8), "kiln");
+    m.emit(MqttConnected);
+    m.emit(MonitorExited {
+        reason: &ExitReason::Failed {
+            error: "database unreachable".into(),
+        },
+    });
+    let r = t.board().readiness();
+    assert_eq!(r.not_ready[0].state, MonitorState::Failed);
+    assert_eq!(r.not_ready[0].detail, "database unreachable");
+    let again = t.monitor(Uuid::from_u128(8), "kiln");
+    again.emit(MqttConnected);
+    assert!(t.board().readiness().ready);
 }

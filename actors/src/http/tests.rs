@@ -15,9 +15,10 @@ use opentelemetry_sdk::metrics::SdkMeterProvider;
 use prometheus::Registry;
 use radar::{
     coverage::GapCause,
+    runtime::{ExitReason, Trigger},
     telemetry::{
-        CheckpointFailure, CheckpointTrigger, DetectorPhase, METER_NAME, Metric, ModelOperation,
-        MonitorTelemetry, RejectReason, Telemetry, events::*, names::Kind,
+        CheckpointFailure, DetectorPhase, METER_NAME, Metric, ModelOperation, MonitorTelemetry,
+        RejectReason, Telemetry, events::*, names::Kind,
     },
 };
 use uuid::Uuid;
@@ -128,7 +129,7 @@ fn record_a_known_history(m: &MonitorTelemetry) {
         duration: Duration::from_micros(300),
     });
     m.emit(CheckpointCommitted {
-        trigger: CheckpointTrigger::FrameInterval,
+        trigger: Trigger::FrameInterval,
         duration: Duration::from_millis(20),
         bytes: 3000,
         saved_at: Utc::now(),
@@ -370,8 +371,10 @@ async fn readyz_reports_stalled_and_failed_monitors_by_state() {
     stalled.emit(MonitorStalled {
         detail: "no checkpoint committed for 31 s",
     });
-    failed.emit(StartupFailed {
-        error: "snapshot signature does not verify: wrong key",
+    failed.emit(MonitorExited {
+        reason: &ExitReason::StartupFailed {
+            reason: "snapshot signature does not verify: wrong key".into(),
+        },
     });
     let (status, body) = f.get("/readyz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
