@@ -10,6 +10,18 @@
 //! - [`events`]: one struct per occurrence; `monitor.emit(event)`.
 //! - [`readiness`]: the [`Board`] of admitted monitors and [`Readiness`].
 //! - [`condition`]: the pure derivation of a monitor's [`MonitorState`].
+//!
+//! ```
+//! use radar::telemetry::{Telemetry, RejectReason, events::*};
+//! # let id = uuid::Uuid::nil();
+//! // After the SDK provider is installed (a no-op meter otherwise):
+//! let telemetry = Telemetry::global();
+//! let pump = telemetry.monitor(id, "pump"); // on the board as `starting`
+//! pump.emit(ObservationsReceived { count: 1 });
+//! pump.emit(ObservationsRejected { reason: RejectReason::Stale, count: 1 });
+//! pump.emit(MqttConnected);
+//! assert!(telemetry.board().readiness().ready);
+//! ```
 
 pub mod condition;
 pub mod events;
