@@ -12,6 +12,7 @@
 //! - [`replay`]: a CSV file through the aligner and detector, for backtests.
 //! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
+//! - [`telemetry`]: metric names, internal events, the monitor board behind readiness.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
 
@@ -23,3 +24,4 @@ pub mod mqtt;
 pub mod replay;
 pub mod runtime;
 pub mod store;
+pub mod telemetry;
