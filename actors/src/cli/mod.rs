@@ -1,5 +1,6 @@
 //! The `radar` command line: parsing, settings and dispatch.
 
+mod detect;
 mod migrate;
 mod monitor;
 mod status;
@@ -46,6 +47,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Run the monitors of this worker's shard (or one monitor) until SIGTERM/SIGINT.
     Worker(crate::worker::WorkerArgs),
+    /// Replay a CSV file through a monitor's alignment and detector (backtest).
+    Detect(detect::DetectArgs),
 }
 
 /// Flags that override settings, in the settings' own field names.
@@ -90,19 +93,22 @@ impl Cli {
     }
 
     fn dispatch(self, settings: Settings) -> anyhow::Result<ExitCode> {
-        if let Command::Worker(args) = self.command {
+        let command = match self.command {
             // The worker runs its own actor system.
-            return crate::worker::run(args, settings);
-        }
+            Command::Worker(args) => return crate::worker::run(args, settings),
+            // Offline: no database, no broker.
+            Command::Detect(args) => return detect::run(args).map(|()| ExitCode::SUCCESS),
+            other => other,
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        match self.command {
+        match command {
             Command::Migrate => runtime.block_on(migrate::run(&settings)),
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
             Command::Status(args) => runtime.block_on(status::run(args, &settings)),
-            Command::Worker(_) => unreachable!("handled above"),
+            Command::Worker(_) | Command::Detect(_) => unreachable!("handled above"),
         }
     }
 }
