@@ -6,6 +6,7 @@
 //! - [`align`]: admission of observations, watermarks and frames (pure).
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
+//! - [`snapshot`]: signed recovery snapshots and their verification (pure).
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
 
@@ -13,3 +14,4 @@ pub mod align;
 pub mod config;
 pub mod coverage;
 pub mod detector;
+pub mod snapshot;

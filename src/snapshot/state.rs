@@ -1,0 +1,78 @@
+//! The snapshot payload: everything a replacement worker needs to resume a
+//! monitor where the last committed checkpoint left it.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::{align::Watermarks, coverage::CoverageHistory};
+
+/// The managed state of one monitor, serialized with rmp-serde.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ManagedState {
+    /// The detector's own serialized state (rmp-serde), including its
+    /// training and calibration observations while a fit is pending.
+    /// Opaque here: the detector owns its format.
+    #[serde(with = "serde_bytes")]
+    pub detector: Vec<u8>,
+    pub counters: ProcessingCounters,
+    pub coverage: CoverageHistory,
+    /// Highest accepted source timestamp per reading: the replay boundary.
+    pub watermarks: Watermarks,
+    pub recovery: RecoveryMetadata,
+}
+
+/// Cumulative counts since the monitor was created, carried across restarts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessingCounters {
+    pub observations_received: u64,
+    pub observations_accepted: u64,
+    /// Rejected observations by reason (`stale`, `too_old`, `future`, ...).
+    /// A sorted map, so equal counters always encode to equal bytes.
+    pub observations_rejected: BTreeMap<String, u64>,
+    /// Frames the detector processed; the envelope's processed count.
+    pub frames: u64,
+    pub frames_flagged: u64,
+    pub alarms_opened: u64,
+}
+
+/// How this state came to be: which snapshots it was restored from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryMetadata {
+    /// How many times a worker restored this monitor from a snapshot.
+    pub restore_count: u64,
+    /// The most recent restore, if any.
+    pub last_restore: Option<RestoreRecord>,
+}
+
+/// One restore of a monitor from its committed snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreRecord {
+    /// This worker's clock when it restored the snapshot.
+    pub restored_at: DateTime<Utc>,
+    /// Save time of the snapshot it restored; input after it may be lost.
+    pub from_saved_at: DateTime<Utc>,
+    /// Processed count of the snapshot it restored.
+    pub from_processed_count: u64,
+    /// Observations sitting in partial frames that the restore discarded.
+    pub cleared_partial_observations: u64,
+}
+
+impl ManagedState {
+    /// The canonical payload bytes.
+    pub fn encode(&self) -> Result<Vec<u8>, rmp_serde::encode::Error> {
+        rmp_serde::to_vec_named(self)
+    }
+
+    /// Reads payload bytes. Only ever called on verified, compatible bytes
+    /// (see `seal::open`); exposed for the fuzz target.
+    pub fn decode(bytes: &[u8]) -> Result<Self, rmp_serde::decode::Error> {
+        rmp_serde::from_slice(bytes)
+    }
+
+    /// Readings with a watermark: the envelope's observation history length.
+    pub fn observation_history_len(&self) -> u32 {
+        u32::try_from(self.watermarks.0.len()).unwrap_or(u32::MAX)
+    }
+}
