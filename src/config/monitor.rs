@@ -59,12 +59,7 @@ impl MonitorConfig {
         let config: Self = toml::from_str(text).map_err(|e| {
             let field = e
                 .span()
-                .map(|span| {
-                    text[..span.start.min(text.len())]
-                        .lines()
-                        .count()
-                        .to_string()
-                })
+                .map(|span| text[..span.start.min(text.len())].lines().count().to_string())
                 .map(|line| format!("line {line}"))
                 .unwrap_or_else(|| "file".to_string());
             FieldErrors(vec![FieldError::new(field, e.message().to_string())])
@@ -94,10 +89,7 @@ impl MonitorConfig {
             ));
         }
         if self.readings.is_empty() {
-            errors.push(FieldError::new(
-                "readings",
-                "a monitor needs at least one reading",
-            ));
+            errors.push(FieldError::new("readings", "a monitor needs at least one reading"));
         }
         let mut names = HashSet::new();
         let mut topics = HashSet::new();
