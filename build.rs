@@ -15,11 +15,16 @@ fn main() {
     let mut found = Vec::new();
     for name in SCIENTIFIC_CRATES {
         let version = locked_version(&lock, name).unwrap_or_else(|| {
-            panic!("Cargo.lock has no entry for {name}: the snapshot envelope needs its exact version")
+            panic!(
+                "Cargo.lock has no entry for {name}: the snapshot envelope needs its exact version"
+            )
         });
         found.push(format!("{name}={version}"));
     }
-    println!("cargo:rustc-env=RADAR_SCIENTIFIC_CRATES={}", found.join(","));
+    println!(
+        "cargo:rustc-env=RADAR_SCIENTIFIC_CRATES={}",
+        found.join(",")
+    );
 }
 
 /// The version of the single `[[package]]` named `name` in a Cargo.lock.

@@ -7,6 +7,7 @@
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
 //! - [`snapshot`]: signed recovery snapshots and their verification (pure).
+//! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
 
@@ -15,3 +16,4 @@ pub mod config;
 pub mod coverage;
 pub mod detector;
 pub mod snapshot;
+pub mod store;

@@ -54,7 +54,9 @@ impl AlignmentPolicy {
             } else if value > MAX_POLICY_MS {
                 errors.push(FieldError::new(
                     format!("{prefix}.{name}"),
-                    format!("{value} ms is longer than a day ({MAX_POLICY_MS} ms); is the unit right?"),
+                    format!(
+                        "{value} ms is longer than a day ({MAX_POLICY_MS} ms); is the unit right?"
+                    ),
                 ));
             }
         }

@@ -59,7 +59,7 @@ impl MonitorConfig {
         let config: Self = toml::from_str(text).map_err(|e| {
             let field = e
                 .span()
-                .map(|span| text[..span.start.min(text.len())].lines().count().to_string())
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1)
                 .map(|line| format!("line {line}"))
                 .unwrap_or_else(|| "file".to_string());
             FieldErrors(vec![FieldError::new(field, e.message().to_string())])
@@ -89,7 +89,10 @@ impl MonitorConfig {
             ));
         }
         if self.readings.is_empty() {
-            errors.push(FieldError::new("readings", "a monitor needs at least one reading"));
+            errors.push(FieldError::new(
+                "readings",
+                "a monitor needs at least one reading",
+            ));
         }
         let mut names = HashSet::new();
         let mut topics = HashSet::new();
@@ -169,4 +172,166 @@ fn topic_errors(topic: &str, field: &str) -> Vec<FieldError> {
         ));
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = include_str!("../../config/monitors/pump.toml");
+
+    fn edited(find: &str, replace: &str) -> String {
+        assert!(EXAMPLE.contains(find), "example lacks {find:?}");
+        EXAMPLE.replacen(find, replace, 1)
+    }
+
+    fn rejected_fields(text: &str) -> Vec<String> {
+        match MonitorConfig::from_toml(text) {
+            Ok(_) => panic!("config was accepted:\n{text}"),
+            Err(e) => e.fields().into_iter().map(str::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn the_shipped_example_is_valid() {
+        let config = MonitorConfig::from_toml(EXAMPLE).unwrap();
+        assert_eq!(config.required_readings().count(), 4);
+    }
+
+    #[test]
+    fn each_invalid_value_is_rejected_naming_its_field() {
+        let cases = [
+            (edited("name = \"pump-7\"", "name = \"\""), "name"),
+            (
+                edited("name = \"pressure\"", "name = \"flow\""),
+                "readings[1].name",
+            ),
+            (
+                edited(
+                    "topic = \"plant/hall-b/pump-7/flow\"",
+                    "topic = \"plant/hall-b/pump-7/pressure\"",
+                ),
+                "readings[1].topic",
+            ),
+            (
+                edited(
+                    "topic = \"plant/hall-b/pump-7/flow\"",
+                    "topic = \"plant/+/flow\"",
+                ),
+                "readings[1].topic",
+            ),
+            (
+                edited(
+                    "topic = \"plant/hall-b/pump-7/flow\"",
+                    "topic = \"plant/#\"",
+                ),
+                "readings[1].topic",
+            ),
+            (
+                edited("topic = \"plant/hall-b/pump-7/flow\"", "topic = \"\""),
+                "readings[1].topic",
+            ),
+            (
+                edited(
+                    "topic = \"plant/hall-b/pump-7/flow\"",
+                    "topic = \"$SYS/load\"",
+                ),
+                "readings[1].topic",
+            ),
+            (
+                edited("freshness_ms = 5000", "freshness_ms = 0"),
+                "alignment.freshness_ms",
+            ),
+            (
+                edited("max_age_ms = 30000", "max_age_ms = 0"),
+                "alignment.max_age_ms",
+            ),
+            (
+                edited("max_skew_ms = 1000", "max_skew_ms = 90000000"),
+                "alignment.max_skew_ms",
+            ),
+            (
+                edited("training_frames = 600", "training_frames = 3"),
+                "detector.training_frames",
+            ),
+            (
+                edited("calibration_frames = 300", "calibration_frames = 50"),
+                "detector.calibration_frames",
+            ),
+            (
+                edited("false_alarm_rate = 0.01", "false_alarm_rate = 1.5"),
+                "detector.false_alarm_rate",
+            ),
+            (
+                edited("false_alarm_rate = 0.01", "false_alarm_rate = 0.0"),
+                "detector.false_alarm_rate",
+            ),
+            (edited("open_k = 3", "open_k = 6"), "detector.alarm.open_k"),
+            (
+                edited("close_m = 10", "close_m = 0"),
+                "detector.alarm.close_m",
+            ),
+        ];
+        for (text, field) in cases {
+            let fields = rejected_fields(&text);
+            assert!(
+                fields.iter().any(|f| f == field),
+                "expected {field}, got {fields:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_monitor_without_readings_is_rejected() {
+        let text = "name = \"x\"\nreadings = []\n[alignment]\nfreshness_ms = 1\nmax_age_ms = 1\n\
+                    future_tolerance_ms = 0\nmax_skew_ms = 0\n[detector]\ntraining_frames = 10\n\
+                    calibration_frames = 100\nfalse_alarm_rate = 0.01\n";
+        assert!(rejected_fields(text).contains(&"readings".to_string()));
+    }
+
+    #[test]
+    fn negative_durations_and_unknown_keys_are_rejected_with_their_line() {
+        let negative = edited("freshness_ms = 5000", "freshness_ms = -5");
+        let fields = rejected_fields(&negative);
+        assert!(fields[0].starts_with("line "), "{fields:?}");
+        let unknown = edited("max_skew_ms = 1000", "max_skew_ms = 1000\nmax_skew = 3");
+        let err = MonitorConfig::from_toml(&unknown).unwrap_err();
+        assert!(err.to_string().contains("max_skew"), "{err}");
+    }
+
+    #[test]
+    fn renaming_or_describing_a_monitor_keeps_its_fingerprint() {
+        let base = MonitorConfig::from_toml(EXAMPLE).unwrap().fingerprint();
+        let renamed =
+            MonitorConfig::from_toml(&edited("name = \"pump-7\"", "name = \"pump-7b\"")).unwrap();
+        assert_eq!(renamed.fingerprint(), base);
+        let described = MonitorConfig::from_toml(&edited("hall B", "hall C")).unwrap();
+        assert_eq!(described.fingerprint(), base);
+    }
+
+    #[test]
+    fn changing_any_alignment_or_detector_value_changes_the_fingerprint() {
+        let base = MonitorConfig::from_toml(EXAMPLE).unwrap().fingerprint();
+        for (find, replace) in [
+            ("freshness_ms = 5000", "freshness_ms = 5001"),
+            ("max_age_ms = 30000", "max_age_ms = 30001"),
+            ("future_tolerance_ms = 2000", "future_tolerance_ms = 2001"),
+            ("max_skew_ms = 1000", "max_skew_ms = 999"),
+            ("false_alarm_rate = 0.01", "false_alarm_rate = 0.02"),
+            (
+                "topic = \"plant/hall-b/pump-7/flow\"",
+                "topic = \"plant/hall-b/pump-7/flow2\"",
+            ),
+        ] {
+            let changed = MonitorConfig::from_toml(&edited(find, replace)).unwrap();
+            assert_ne!(changed.fingerprint(), base, "{find} -> {replace}");
+        }
+    }
+
+    #[test]
+    fn the_stored_json_form_round_trips() {
+        let config = MonitorConfig::from_toml(EXAMPLE).unwrap();
+        let json = serde_json::to_value(&config).unwrap();
+        assert_eq!(MonitorConfig::from_json(json).unwrap(), config);
+    }
 }

@@ -91,11 +91,17 @@ impl DetectorSettings {
         if alarm.open_k == 0 || alarm.open_k > alarm.open_n {
             errors.push(FieldError::new(
                 field("alarm.open_k"),
-                format!("{} must be between 1 and open_n ({})", alarm.open_k, alarm.open_n),
+                format!(
+                    "{} must be between 1 and open_n ({})",
+                    alarm.open_k, alarm.open_n
+                ),
             ));
         }
         if alarm.close_m == 0 {
-            errors.push(FieldError::new(field("alarm.close_m"), "must be at least 1"));
+            errors.push(FieldError::new(
+                field("alarm.close_m"),
+                "must be at least 1",
+            ));
         }
         errors
     }

@@ -1,0 +1,585 @@
+//! The worker's settings, layered: built-in defaults < `config/default.toml`
+//! < environment (`RADAR_*`, `DATABASE_URL`) < command-line flags.
+
+use std::{
+    fmt,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    str::FromStr,
+};
+
+use figment::{
+    Figment, Provider,
+    providers::{Format, Toml},
+};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::{
+    FieldError, FieldErrors,
+    secret::{KeyError, KeySource, Secret, resolve_key},
+};
+
+/// Where production mounts the checkpoint secret by default (a Swarm secret).
+pub const DEFAULT_SECRET_FILE: &str = "/run/secrets/radar_checkpoint_secret";
+/// The settings file read when none is named.
+pub const DEFAULT_CONFIG_FILE: &str = "config/default.toml";
+
+/// Every environment variable radar reads, with its default as the README
+/// documents it. A test keeps README and `.env.example` in step with this.
+pub const VARIABLES: &[(&str, &str)] = &[
+    ("RADAR_ENV", "development"),
+    ("RADAR_CONFIG_FILE", DEFAULT_CONFIG_FILE),
+    ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/radar"),
+    ("RADAR_DB_WRITE_ENABLED", "true"),
+    (
+        "RADAR_CHECKPOINT_SECRET",
+        "(the public development key, development only)",
+    ),
+    ("RADAR_CHECKPOINT_SECRET_FILE", DEFAULT_SECRET_FILE),
+    ("RADAR_CHECKPOINT_INTERVAL", "1000"),
+    ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "30"),
+    ("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "30"),
+    ("RADAR_MQTT_URL", "mqtt://127.0.0.1:1883"),
+    ("RADAR_MQTT_MAX_MESSAGE_BYTES", "4096"),
+    ("RADAR_INGRESS_QUEUE_CAPACITY", "1024"),
+    ("RADAR_METRICS_ADDR", "127.0.0.1:9464"),
+    ("RADAR_SHARD", "1/1"),
+    ("RADAR_LOG_FORMAT", "text"),
+    ("RADAR_WORKER_ID", "(hostname and a random suffix)"),
+];
+
+/// Variables read directly rather than through the layered settings.
+const DIRECT_VARIABLES: &[&str] = &[
+    "RADAR_CHECKPOINT_SECRET",
+    "RADAR_CHECKPOINT_SECRET_FILE",
+    "RADAR_CONFIG_FILE",
+];
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    #[default]
+    Development,
+    Production,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// This worker's slice of the monitors: `index` of `count`, both from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Self { index: 1, count: 1 }
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parsed = s
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.trim().parse().ok()?, n.trim().parse().ok()?)));
+        match parsed {
+            Some((index, count)) if count >= 1 && (1..=count).contains(&index) => {
+                Ok(Self { index, count })
+            }
+            _ => Err(format!(
+                "{s:?} is not a shard: write I/N with 1 <= I <= N, e.g. 2/3"
+            )),
+        }
+    }
+}
+
+impl TryFrom<String> for Shard {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<Shard> for String {
+    fn from(s: Shard) -> Self {
+        s.to_string()
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// The worker's settings after layering and validation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub env: Environment,
+    #[serde(default = "default_database_url")]
+    pub database_url: String,
+    /// When false, no snapshot is read or written and every monitor starts fresh.
+    #[serde(default = "yes")]
+    pub db_write_enabled: bool,
+    /// Checkpoint after this many frames.
+    #[serde(default = "default_checkpoint_interval")]
+    pub checkpoint_interval: u64,
+    /// Checkpoint at least this often while anything changed.
+    #[serde(default = "thirty")]
+    pub checkpoint_max_interval_seconds: u64,
+    /// Without a commit for this long, the model stops advancing.
+    #[serde(default = "thirty")]
+    pub checkpoint_timeout_seconds: u64,
+    #[serde(default = "default_mqtt_url")]
+    pub mqtt_url: String,
+    /// Larger MQTT messages are rejected (and counted) without parsing.
+    #[serde(default = "default_max_message_bytes")]
+    pub mqtt_max_message_bytes: usize,
+    /// Observations waiting for the model, per monitor; a full queue slows the broker.
+    #[serde(default = "default_queue_capacity")]
+    pub ingress_queue_capacity: usize,
+    #[serde(default = "default_metrics_addr")]
+    pub metrics_addr: SocketAddr,
+    #[serde(default)]
+    pub shard: Shard,
+    #[serde(default)]
+    pub log_format: LogFormat,
+    /// Names this process in status rows and MQTT client ids.
+    #[serde(default)]
+    pub worker_id: Option<String>,
+    /// Read from `RADAR_CHECKPOINT_SECRET` only, never from a file of settings.
+    #[serde(skip)]
+    checkpoint_secret: Option<Secret>,
+    #[serde(skip)]
+    checkpoint_secret_file: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn thirty() -> u64 {
+    30
+}
+fn default_database_url() -> String {
+    "postgres://postgres@127.0.0.1:5432/radar".into()
+}
+fn default_checkpoint_interval() -> u64 {
+    1000
+}
+fn default_mqtt_url() -> String {
+    "mqtt://127.0.0.1:1883".into()
+}
+fn default_max_message_bytes() -> usize {
+    4096
+}
+fn default_queue_capacity() -> usize {
+    1024
+}
+fn default_metrics_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9464))
+}
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read settings: {0}")]
+    Layering(String),
+    #[error("the settings file {0} does not exist")]
+    MissingFile(String),
+    #[error("invalid settings: {0}")]
+    Invalid(#[from] FieldErrors),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// The process environment as seen by [`Settings::load`]; tests pass their own.
+pub type EnvVars = Vec<(String, String)>;
+
+/// Settings plus what loading them noticed.
+#[derive(Debug)]
+pub struct Loaded {
+    pub settings: Settings,
+    /// `RADAR_*` variables that radar does not know (likely typos).
+    pub unknown_variables: Vec<String>,
+    /// The settings file read, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Layers defaults, the settings file, `vars` and `flags`, then validates.
+    /// The settings file is `RADAR_CONFIG_FILE`, else `config/default.toml`
+    /// when it exists; a named file that does not exist is an error.
+    pub fn load(vars: &EnvVars, flags: impl Provider) -> Result<Loaded, ConfigError> {
+        let var = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let (config_file, explicit) = match var("RADAR_CONFIG_FILE") {
+            Some(path) => (PathBuf::from(path), true),
+            None => (PathBuf::from(DEFAULT_CONFIG_FILE), false),
+        };
+        let mut figment = Figment::new();
+        let read_file = config_file.exists();
+        if read_file {
+            figment = figment.merge(Toml::file(&config_file));
+        } else if explicit {
+            return Err(ConfigError::MissingFile(config_file.display().to_string()));
+        }
+        let known: Vec<String> = VARIABLES
+            .iter()
+            .filter(|(name, _)| name.starts_with("RADAR_") && !DIRECT_VARIABLES.contains(name))
+            .map(|(name, _)| name["RADAR_".len()..].to_ascii_lowercase())
+            .collect();
+        let radar_vars: Vec<(String, String)> = vars
+            .iter()
+            .filter(|(k, _)| k.starts_with("RADAR_"))
+            .cloned()
+            .collect();
+        figment = figment
+            .merge(provider_from(&radar_vars, "RADAR_", &known))
+            .merge(provider_from(vars, "", &["database_url".to_string()]))
+            .merge(flags);
+        let mut settings: Settings = figment
+            .extract()
+            .map_err(|e| ConfigError::Layering(e.to_string()))?;
+        settings.checkpoint_secret = var("RADAR_CHECKPOINT_SECRET").map(Secret::new);
+        settings.checkpoint_secret_file = var("RADAR_CHECKPOINT_SECRET_FILE").map(PathBuf::from);
+        settings.validate()?;
+        let unknown_variables = radar_vars
+            .iter()
+            .map(|(k, _)| k.clone())
+            .filter(|k| !VARIABLES.iter().any(|(name, _)| name == k))
+            .collect();
+        Ok(Loaded {
+            settings,
+            unknown_variables,
+            config_file: read_file.then_some(config_file),
+        })
+    }
+
+    /// The checkpoint key by the environment's rules, and where it came from.
+    pub fn checkpoint_key(&self) -> Result<(Secret, KeySource), KeyError> {
+        let default_file = Path::new(DEFAULT_SECRET_FILE);
+        let file = self
+            .checkpoint_secret_file
+            .as_deref()
+            .unwrap_or(default_file);
+        resolve_key(
+            self.env,
+            self.checkpoint_secret.as_ref(),
+            Some(file),
+            self.checkpoint_secret_file.is_some(),
+        )
+    }
+
+    /// A stable name for this process: `RADAR_WORKER_ID`, else the host name
+    /// plus a random suffix so two workers on one host differ.
+    pub fn worker_id(&self) -> String {
+        self.worker_id.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "radar".into());
+            let suffix = uuid::Uuid::new_v4().simple().to_string();
+            format!("{host}-{}", &suffix[..8])
+        })
+    }
+
+    fn validate(&self) -> Result<(), FieldErrors> {
+        let mut errors = Vec::new();
+        for (name, value) in [
+            ("RADAR_CHECKPOINT_INTERVAL", self.checkpoint_interval),
+            (
+                "RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS",
+                self.checkpoint_max_interval_seconds,
+            ),
+            (
+                "RADAR_CHECKPOINT_TIMEOUT_SECONDS",
+                self.checkpoint_timeout_seconds,
+            ),
+        ] {
+            if value == 0 {
+                errors.push(FieldError::new(name, "must be at least 1"));
+            }
+        }
+        if self.ingress_queue_capacity == 0 {
+            errors.push(FieldError::new(
+                "RADAR_INGRESS_QUEUE_CAPACITY",
+                "must be at least 1",
+            ));
+        }
+        // MQTT's own limit on a packet is 256 MiB; below 64 bytes no JSON payload fits.
+        if !(64..=268_435_455).contains(&self.mqtt_max_message_bytes) {
+            errors.push(FieldError::new(
+                "RADAR_MQTT_MAX_MESSAGE_BYTES",
+                "must be between 64 and 268435455 bytes",
+            ));
+        }
+        if let Err(reason) = mqtt_address(&self.mqtt_url) {
+            errors.push(FieldError::new("RADAR_MQTT_URL", reason));
+        }
+        if !self.database_url.starts_with("postgres://")
+            && !self.database_url.starts_with("postgresql://")
+        {
+            errors.push(FieldError::new(
+                "DATABASE_URL",
+                "must be a postgres:// or postgresql:// URL",
+            ));
+        }
+        if matches!(&self.worker_id, Some(id) if id.trim().is_empty() || id.len() > 64) {
+            errors.push(FieldError::new(
+                "RADAR_WORKER_ID",
+                "must be 1 to 64 characters",
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(FieldErrors(errors))
+        }
+    }
+
+    /// Host and port of the broker.
+    pub fn mqtt_address(&self) -> Result<(String, u16), String> {
+        mqtt_address(&self.mqtt_url)
+    }
+}
+
+/// Parses `mqtt://host[:port]` (port 1883 by default).
+pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
+    let rest = url.strip_prefix("mqtt://").ok_or_else(|| {
+        format!("{url:?} is not an mqtt:// URL (TLS brokers are not supported yet)")
+    })?;
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) => (
+            host,
+            port.parse::<u16>()
+                .map_err(|_| format!("{port:?} in {url:?} is not a port number"))?,
+        ),
+        None => (rest, 1883),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || host.contains(['/', '@', '?']) {
+        return Err(format!("{url:?} has no usable host"));
+    }
+    Ok((host.to_string(), port))
+}
+
+/// A figment provider over the given variables with `prefix` stripped,
+/// restricted to `keys` (lower case), so unrelated variables are ignored.
+fn provider_from(vars: &[(String, String)], prefix: &str, keys: &[String]) -> impl Provider {
+    let pairs: Vec<(String, String)> = vars
+        .iter()
+        .filter_map(|(k, v)| {
+            let key = k.strip_prefix(prefix)?.to_ascii_lowercase();
+            keys.contains(&key).then(|| (key, v.clone()))
+        })
+        .collect();
+    VarsProvider { pairs }
+}
+
+/// Feeds explicit variables through figment's own string parsing.
+struct VarsProvider {
+    pairs: Vec<(String, String)>,
+}
+
+impl Provider for VarsProvider {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named("environment variable")
+    }
+
+    fn data(
+        &self,
+    ) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
+        let mut dict = figment::value::Dict::new();
+        for (key, value) in &self.pairs {
+            let parsed = value
+                .parse::<figment::value::Value>()
+                .unwrap_or_else(|_| value.clone().into());
+            dict.insert(key.clone(), parsed);
+        }
+        Ok(figment::Profile::Default.collect(dict))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use figment::providers::Serialized;
+
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> EnvVars {
+        let mut v: EnvVars = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // Never read the repository's config/default.toml from unit tests.
+        if !pairs.iter().any(|(k, _)| *k == "RADAR_CONFIG_FILE") {
+            v.push(("RADAR_CONFIG_FILE".into(), "/dev/null".into()));
+        }
+        v
+    }
+
+    fn no_flags() -> Serialized<serde_json::Value> {
+        Serialized::defaults(serde_json::json!({}))
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let s = Settings::load(&vars(&[]), no_flags()).unwrap().settings;
+        assert!(s.db_write_enabled);
+        assert_eq!(s.checkpoint_max_interval_seconds, 30);
+        assert_eq!(s.checkpoint_timeout_seconds, 30);
+        assert_eq!(s.env, Environment::Development);
+        assert_eq!(s.shard, Shard { index: 1, count: 1 });
+        assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn environment_overrides_the_file_and_flags_override_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("default.toml");
+        std::fs::write(
+            &file,
+            "checkpoint_interval = 10\ncheckpoint_timeout_seconds = 11\nshard = \"1/2\"\n",
+        )
+        .unwrap();
+        let file = file.display().to_string();
+        let v = vars(&[
+            ("RADAR_CONFIG_FILE", file.as_str()),
+            ("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "12"),
+            ("RADAR_SHARD", "2/2"),
+            ("RADAR_DB_WRITE_ENABLED", "false"),
+        ]);
+        let flags = Serialized::defaults(serde_json::json!({ "shard": "1/3" }));
+        let s = Settings::load(&v, flags).unwrap().settings;
+        assert_eq!(s.checkpoint_interval, 10, "from the file");
+        assert_eq!(
+            s.checkpoint_timeout_seconds, 12,
+            "environment beats the file"
+        );
+        assert_eq!(
+            s.shard,
+            Shard { index: 1, count: 3 },
+            "flags beat the environment"
+        );
+        assert!(!s.db_write_enabled);
+    }
+
+    #[test]
+    fn a_named_settings_file_that_is_missing_is_an_error() {
+        let v = vars(&[("RADAR_CONFIG_FILE", "/nonexistent/radar.toml")]);
+        assert!(matches!(
+            Settings::load(&v, no_flags()),
+            Err(ConfigError::MissingFile(_))
+        ));
+    }
+
+    #[test]
+    fn invalid_values_name_their_variable() {
+        let v = vars(&[
+            ("RADAR_CHECKPOINT_INTERVAL", "0"),
+            ("RADAR_MQTT_URL", "http://broker"),
+            ("RADAR_INGRESS_QUEUE_CAPACITY", "0"),
+        ]);
+        let Err(ConfigError::Invalid(errors)) = Settings::load(&v, no_flags()) else {
+            panic!("expected invalid settings");
+        };
+        assert_eq!(
+            errors.fields(),
+            [
+                "RADAR_CHECKPOINT_INTERVAL",
+                "RADAR_INGRESS_QUEUE_CAPACITY",
+                "RADAR_MQTT_URL"
+            ]
+        );
+    }
+
+    #[test]
+    fn unparseable_values_are_refused() {
+        for (name, value) in [
+            ("RADAR_SHARD", "3/2"),
+            ("RADAR_SHARD", "0/1"),
+            ("RADAR_ENV", "staging"),
+            ("RADAR_LOG_FORMAT", "xml"),
+            ("RADAR_METRICS_ADDR", "not an address"),
+            ("RADAR_DB_WRITE_ENABLED", "maybe"),
+        ] {
+            let result = Settings::load(&vars(&[(name, value)]), no_flags());
+            assert!(
+                matches!(result, Err(ConfigError::Layering(_))),
+                "{name}={value} should be refused"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_radar_variables_are_reported() {
+        let loaded =
+            Settings::load(&vars(&[("RADAR_CHECKPOINT_INTERVALL", "5")]), no_flags()).unwrap();
+        assert_eq!(loaded.unknown_variables, ["RADAR_CHECKPOINT_INTERVALL"]);
+    }
+
+    #[test]
+    fn the_secret_is_absent_from_debug_output_of_the_settings() {
+        let v = vars(&[(
+            "RADAR_CHECKPOINT_SECRET",
+            "super-secret-value-1234567890-abcdef",
+        )]);
+        let s = Settings::load(&v, no_flags()).unwrap().settings;
+        let debug = format!("{s:?}");
+        assert!(!debug.contains("super-secret-value"), "{debug}");
+        assert!(
+            !serde_json::to_string(&s)
+                .unwrap()
+                .contains("super-secret-value")
+        );
+        let (secret, _) = s.checkpoint_key().unwrap();
+        assert_eq!(secret.expose(), b"super-secret-value-1234567890-abcdef");
+    }
+
+    #[test]
+    fn production_settings_refuse_the_public_key_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, super::super::DEVELOPMENT_KEY).unwrap();
+        let path = path.display().to_string();
+        let v = vars(&[
+            ("RADAR_ENV", "production"),
+            ("RADAR_CHECKPOINT_SECRET_FILE", path.as_str()),
+        ]);
+        let s = Settings::load(&v, no_flags()).unwrap().settings;
+        assert_eq!(
+            s.checkpoint_key().unwrap_err(),
+            KeyError::PublicDevelopmentKey
+        );
+    }
+
+    #[test]
+    fn mqtt_urls_parse_to_host_and_port() {
+        assert_eq!(
+            mqtt_address("mqtt://127.0.0.1:1883").unwrap(),
+            ("127.0.0.1".into(), 1883)
+        );
+        assert_eq!(
+            mqtt_address("mqtt://broker").unwrap(),
+            ("broker".into(), 1883)
+        );
+        assert_eq!(
+            mqtt_address("mqtt://[::1]:1884").unwrap(),
+            ("::1".into(), 1884)
+        );
+        assert!(mqtt_address("mqtts://broker:8883").is_err());
+        assert!(mqtt_address("mqtt://:1883").is_err());
+        assert!(mqtt_address("mqtt://broker:99999").is_err());
+    }
+}
