@@ -26,7 +26,7 @@ pub use outcome::{
 };
 pub use seal::{
     FencingToken, Refusal, SealError, SealedSnapshot, SnapshotBinding, SnapshotBytes, Verified,
-    check_compatible, decode_verified, open, seal, verify,
+    check_compatible, decode_verified, open, open_verified, seal, verify,
 };
 pub use state::{ManagedState, ProcessingCounters, RecoveryMetadata, RestoreRecord};
 pub use versions::{

@@ -268,14 +268,24 @@ pub fn decode_verified(
 /// Verifies, checks and only then decodes a stored snapshot.
 pub fn open(bytes: &SnapshotBytes, binding: &SnapshotBinding, key: &CheckpointKey) -> LoadOutcome {
     let service_id = binding.service_id;
-    let corrupted = |reason| LoadOutcome::Corrupted(Corrupted { service_id, reason });
-    let verified = match verify(bytes, key) {
-        Ok(v) => v,
-        Err(Refusal::Corrupted(reason)) => return corrupted(reason),
+    match verify(bytes, key) {
+        Ok(verified) => open_verified(verified, bytes, binding, key),
+        Err(Refusal::Corrupted(reason)) => LoadOutcome::Corrupted(Corrupted { service_id, reason }),
         Err(Refusal::Incompatible(reason)) => {
-            return LoadOutcome::Incompatible(Incompatible { service_id, reason });
+            LoadOutcome::Incompatible(Incompatible { service_id, reason })
         }
-    };
+    }
+}
+
+/// The second half of [`open`], for callers that verified the bytes
+/// themselves (the store adds a check of the row's readable columns).
+pub fn open_verified(
+    verified: Verified,
+    bytes: &SnapshotBytes,
+    binding: &SnapshotBinding,
+    key: &CheckpointKey,
+) -> LoadOutcome {
+    let service_id = binding.service_id;
     if let Err(reason) = check_compatible(&verified.envelope, binding, key) {
         return LoadOutcome::Incompatible(Incompatible { service_id, reason });
     }
@@ -285,6 +295,6 @@ pub fn open(bytes: &SnapshotBytes, binding: &SnapshotBinding, key: &CheckpointKe
             state,
             token: verified.token,
         })),
-        Err(reason) => corrupted(reason),
+        Err(reason) => LoadOutcome::Corrupted(Corrupted { service_id, reason }),
     }
 }

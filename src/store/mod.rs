@@ -3,8 +3,14 @@
 //! - `migrate`: migrations and the schema ledger.
 //! - `services`: the monitors' rows.
 //! - `schema`: diesel table definitions.
+//! - `checkpoints`: the signed snapshot row and its fenced writers.
+//! - `evidence`: alarms and evidence rows, committed under a writer's token.
+//! - `health`: the operational status, checked against the token without locking.
 
+mod checkpoints;
 mod error;
+mod evidence;
+mod health;
 mod migrate;
 pub mod schema;
 mod services;
@@ -14,7 +20,13 @@ use diesel_async::{
     pooled_connection::{AsyncDieselConnectionManager, deadpool},
 };
 
+pub use checkpoints::{
+    CheckpointStore, CheckpointWriter, Claim, OwnershipLost, StoredSnapshot, WriteKind,
+    WriteOutcome,
+};
 pub use error::StoreError;
+pub use evidence::{AlarmRecord, EvidenceRecord, PendingResults};
+pub use health::{HealthOutcome, HealthRecord, HealthReporter};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};
 
