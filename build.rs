@@ -33,10 +33,8 @@ fn locked_version(lock: &str, name: &str) -> Option<String> {
     for block in lock.split("[[package]]") {
         let mut lines = block.lines().map(str::trim);
         let is_it = lines.clone().any(|l| l == format!("name = \"{name}\""));
-        if is_it {
-            if let Some(v) = lines.find_map(|l| l.strip_prefix("version = \"")) {
-                versions.push(v.trim_end_matches('"').to_string());
-            }
+        if is_it && let Some(v) = lines.find_map(|l| l.strip_prefix("version = \"")) {
+            versions.push(v.trim_end_matches('"').to_string());
         }
     }
     versions.sort();

@@ -1,1 +1,13 @@
-fn main() {}
+//! The `radar` binary: a thin shell over the CLI.
+
+mod cli;
+mod logging;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    radar::config::load_dotenv();
+    cli::Cli::parse().run()
+}

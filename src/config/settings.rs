@@ -257,6 +257,7 @@ impl Settings {
         let unknown_variables = radar_vars
             .iter()
             .map(|(k, _)| k.clone())
+            .filter(|k| !k.starts_with("RADAR_TEST_"))
             .filter(|k| !VARIABLES.iter().any(|(name, _)| name == k))
             .collect();
         Ok(Loaded {

@@ -1,0 +1,97 @@
+//! The `radar` command line: parsing, settings and dispatch.
+
+mod migrate;
+mod monitor;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use figment::providers::Serialized;
+use radar::config::{Loaded, Settings};
+use serde::Serialize;
+
+use crate::logging;
+
+/// radar: anomaly detection over live MQTT sensor streams, with signed,
+/// fenced recovery snapshots in PostgreSQL.
+///
+/// Settings come from built-in defaults, then config/default.toml (or
+/// RADAR_CONFIG_FILE), then RADAR_* environment variables and DATABASE_URL,
+/// then the flags below. In development a .env file is read first.
+#[derive(Debug, Parser)]
+#[command(name = "radar", version, propagate_version = true)]
+pub struct Cli {
+    /// PostgreSQL URL; overrides DATABASE_URL.
+    #[arg(long, global = true, value_name = "URL")]
+    database_url: Option<String>,
+
+    /// Log format: text for people, json for machines; overrides RADAR_LOG_FORMAT.
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = ["text", "json"])]
+    log_format: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply pending database migrations (refuses a database migrated by a newer radar).
+    Migrate,
+    /// Create, list, show, retire and delete monitors.
+    #[command(subcommand)]
+    Monitor(monitor::MonitorCommand),
+}
+
+/// Flags that override settings, in the settings' own field names.
+#[derive(Debug, Serialize)]
+struct FlagOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_format: Option<String>,
+}
+
+impl Cli {
+    /// Runs the chosen command and turns its outcome into an exit status.
+    pub fn run(self) -> ExitCode {
+        let loaded = match self.settings() {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                eprintln!("radar: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
+        logging::init(loaded.settings.log_format);
+        for name in &loaded.unknown_variables {
+            tracing::warn!(variable = %name, "Ignoring unknown variable; check its spelling against the README");
+        }
+        match self.dispatch(loaded.settings) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("radar: {e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    fn settings(&self) -> anyhow::Result<Loaded> {
+        let flags = FlagOverrides {
+            database_url: self.database_url.clone(),
+            log_format: self.log_format.clone(),
+        };
+        let vars: Vec<(String, String)> = std::env::vars().collect();
+        Settings::load(&vars, Serialized::defaults(flags)).context("loading settings")
+    }
+
+    fn dispatch(self, settings: Settings) -> anyhow::Result<ExitCode> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        match self.command {
+            Command::Migrate => runtime.block_on(migrate::run(&settings)),
+            Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Helpers shared by the integration tests: each test gets its own database
+//! (and its own MQTT topic prefix), so tests run in parallel and never
+//! depend on leftovers.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The server tests use: `RADAR_TEST_DATABASE_URL`, without a database name,
+/// else the local trust-auth cluster.
+pub fn server_url() -> String {
+    std::env::var("RADAR_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_string())
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// A name unique to this process and call, safe as a database name or topic prefix.
+pub fn unique_name(tag: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tag: String = tag
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("radar_test_{tag}_{}_{n}_{nanos:x}", std::process::id())
+}
+
+/// A database created for one test.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+}
+
+/// Creates an empty database (no migrations).
+pub async fn empty_database(tag: &str) -> TestDb {
+    let name = unique_name(tag);
+    let server = server_url();
+    let mut admin = AsyncPgConnection::establish(&format!("{server}/postgres"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("cannot reach PostgreSQL at {server}: {e}; run scripts/test, which starts it")
+        });
+    diesel::sql_query(format!("CREATE DATABASE \"{name}\""))
+        .execute(&mut admin)
+        .await
+        .expect("create test database");
+    TestDb {
+        url: format!("{server}/{name}"),
+        name,
+    }
+}
+
+/// Creates a database with every migration applied.
+pub async fn migrated_database(tag: &str) -> TestDb {
+    let db = empty_database(tag).await;
+    radar::store::migrate(&db.url)
+        .await
+        .expect("migrate test database");
+    db
+}
+
+/// A connection to a test database, for direct SQL in assertions.
+pub async fn connect(db: &TestDb) -> AsyncPgConnection {
+    AsyncPgConnection::establish(&db.url)
+        .await
+        .expect("connect to test database")
+}
