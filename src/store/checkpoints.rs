@@ -117,10 +117,22 @@ impl StoredSnapshot {
     fn column_mismatch(&self, env: &Envelope) -> Option<&'static str> {
         let checks = [
             ("service_id", self.service_id == env.service_id),
-            ("format_version", self.format_version == i32::from(env.format_version)),
-            ("config_fingerprint", self.config_fingerprint == env.config_fingerprint),
-            ("runtime_versions", self.runtime_versions == env.runtime_versions),
-            ("processed_count", u64::try_from(self.processed_count) == Ok(env.processed_count)),
+            (
+                "format_version",
+                self.format_version == i32::from(env.format_version),
+            ),
+            (
+                "config_fingerprint",
+                self.config_fingerprint == env.config_fingerprint,
+            ),
+            (
+                "runtime_versions",
+                self.runtime_versions == env.runtime_versions,
+            ),
+            (
+                "processed_count",
+                u64::try_from(self.processed_count) == Ok(env.processed_count),
+            ),
             (
                 "observation_history_len",
                 u32::try_from(self.observation_history_len) == Ok(env.observation_history_len),
@@ -129,7 +141,10 @@ impl StoredSnapshot {
             ("payload_sha256", self.payload_sha256 == env.payload_sha256),
             ("key_id", self.key_id == env.key_id),
         ];
-        checks.into_iter().find(|(_, ok)| !ok).map(|(column, _)| column)
+        checks
+            .into_iter()
+            .find(|(_, ok)| !ok)
+            .map(|(column, _)| column)
     }
 }
 
@@ -222,7 +237,10 @@ impl CheckpointStore {
     }
 
     /// The row of a monitor, if it has one.
-    pub async fn load(&self, service_id: Uuid) -> Result<Option<StoredSnapshot>, StoreError> {
+    pub async fn load_snapshot(
+        &self,
+        service_id: Uuid,
+    ) -> Result<Option<StoredSnapshot>, StoreError> {
         self.bounded(async {
             let mut conn = checkout(&self.pool).await?;
             Ok(rows::table
@@ -263,7 +281,9 @@ impl CheckpointStore {
                 fence,
             }))
         } else {
-            Ok(Claim::Lost(fence.lose(service_id, WriteKind::InitialSnapshot)))
+            Ok(Claim::Lost(
+                fence.lose(service_id, WriteKind::InitialSnapshot),
+            ))
         }
     }
 
@@ -412,7 +432,8 @@ impl CheckpointWriter {
                         if updated == 0 {
                             return Err(TxError::Refused);
                         }
-                        insert_results(conn, self.service_id, next.token.as_bytes(), pending).await?;
+                        insert_results(conn, self.service_id, next.token.as_bytes(), pending)
+                            .await?;
                         Ok(())
                     })
                     .await;
@@ -424,15 +445,23 @@ impl CheckpointWriter {
                 self.fence.committed(&next.token);
                 WriteOutcome::Committed(self)
             }
-            Ok(Err(TxError::Refused)) => WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint)),
+            Ok(Err(TxError::Refused)) => {
+                WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint))
+            }
             Ok(Err(TxError::Db(e))) => {
                 let error = self.store.db_error(e);
                 self.fence.uncertain(&next.token);
-                WriteOutcome::Failed { writer: self, error }
+                WriteOutcome::Failed {
+                    writer: self,
+                    error,
+                }
             }
             Err(error) => {
                 self.fence.uncertain(&next.token);
-                WriteOutcome::Failed { writer: self, error }
+                WriteOutcome::Failed {
+                    writer: self,
+                    error,
+                }
             }
         }
     }
@@ -529,7 +558,9 @@ impl Fence {
     pub(super) fn lock(&self) -> MutexGuard<'_, FenceState> {
         // The state stays consistent across a panic elsewhere: every update
         // is a few assignments.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Signatures that prove this writer still owns the row; with

@@ -8,9 +8,8 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use super::{
-    StoreError,
+    StoreError, checkout,
     checkpoints::{CheckpointStore, Fence, OwnershipLost, WriteKind, set_timeout},
-    checkout,
 };
 
 /// Times a refused heartbeat is retried because its own writer committed a
@@ -100,9 +99,15 @@ impl HealthReporter {
             }
             let accepted = self.fence.accepted(true);
             let sql = UPSERT.replace("{condition}", OWNED);
-            let written = write_status(&self.store, self.service_id, &sql, record, &token, "owner", |q| {
-                q.bind::<Array<Bytea>, _>(accepted)
-            })
+            let written = write_status(
+                &self.store,
+                self.service_id,
+                &sql,
+                record,
+                &token,
+                "owner",
+                |q| q.bind::<Array<Bytea>, _>(accepted),
+            )
             .await;
             match written {
                 Ok(true) => return HealthOutcome::Written(self),
@@ -131,7 +136,11 @@ impl CheckpointStore {
         seen_signature: Option<&[u8]>,
         record: &HealthRecord,
     ) -> Result<bool, StoreError> {
-        let condition = if seen_signature.is_some() { UNCHANGED } else { STILL_MISSING };
+        let condition = if seen_signature.is_some() {
+            UNCHANGED
+        } else {
+            STILL_MISSING
+        };
         let sql = UPSERT.replace("{condition}", condition);
         let seen = seen_signature.map(<[u8]>::to_vec);
         write_status(self, service_id, &sql, record, "", "none", |q| {
@@ -141,7 +150,8 @@ impl CheckpointStore {
     }
 }
 
-type Query = diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>;
+type Query =
+    diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>;
 
 async fn write_status(
     store: &CheckpointStore,
