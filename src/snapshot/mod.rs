@@ -11,8 +11,10 @@
 //! - `state`: the payload (`ManagedState`).
 //! - `seal`: signing, verification, compatibility, decoding.
 //! - `outcome`: load outcomes and operator-facing reasons.
+//! - `inspect`: the operator's view of a stored snapshot.
 
 mod envelope;
+mod inspect;
 mod key;
 mod outcome;
 mod seal;
@@ -20,6 +22,7 @@ mod state;
 mod versions;
 
 pub use envelope::{Envelope, EnvelopeError};
+pub use inspect::{EnvelopeView, Inspection, UnverifiedColumns};
 pub use key::CheckpointKey;
 pub use outcome::{
     CorruptReason, Corrupted, Incompatible, IncompatibleReason, LoadOutcome, Restored,

@@ -30,8 +30,9 @@ use super::{
     schema::radar_runtime_checkpoints as rows,
 };
 use crate::snapshot::{
-    CheckpointKey, CorruptReason, Envelope, FencingToken, LoadOutcome, Refusal, SealedSnapshot,
-    SnapshotBinding, SnapshotBytes, Verified, open_verified, verify,
+    CheckpointKey, CorruptReason, Envelope, FencingToken, Inspection, LoadOutcome, Refusal,
+    SealedSnapshot, SnapshotBinding, SnapshotBytes, UnverifiedColumns, Verified, open_verified,
+    verify,
 };
 
 /// Tokens a writer keeps after writes whose commit it could not confirm.
@@ -112,6 +113,15 @@ impl StoredSnapshot {
                 LoadOutcome::Incompatible(Incompatible { service_id, reason })
             }
         }
+    }
+
+    /// What `radar snapshot inspect` shows about this row.
+    pub fn inspect(&self, binding: &SnapshotBinding, key: &CheckpointKey) -> Inspection {
+        let columns = UnverifiedColumns {
+            processed_count: u64::try_from(self.processed_count).ok(),
+            saved_at: Some(self.saved_at),
+        };
+        Inspection::of(self.verify(key), &self.bytes(), columns, binding, key)
     }
 
     fn column_mismatch(&self, env: &Envelope) -> Option<&'static str> {

@@ -2,6 +2,7 @@
 
 mod migrate;
 mod monitor;
+mod snapshot;
 
 use std::process::ExitCode;
 
@@ -41,6 +42,9 @@ enum Command {
     /// Create, list, show, retire and delete monitors.
     #[command(subcommand)]
     Monitor(monitor::MonitorCommand),
+    /// Inspect a monitor's signed recovery snapshot.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
 }
 
 /// Flags that override settings, in the settings' own field names.
@@ -92,6 +96,7 @@ impl Cli {
         match self.command {
             Command::Migrate => runtime.block_on(migrate::run(&settings)),
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
+            Command::Snapshot(command) => runtime.block_on(snapshot::run(command, &settings)),
         }
     }
 }
