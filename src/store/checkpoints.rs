@@ -633,3 +633,80 @@ impl Fence {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(n: u8) -> FencingToken {
+        FencingToken::from_slice(&[n; 32]).unwrap()
+    }
+
+    fn accepted(fence: &Fence, in_flight: bool) -> Vec<u8> {
+        fence.accepted(in_flight).iter().map(|t| t[0]).collect()
+    }
+
+    #[test]
+    fn only_the_health_path_accepts_the_checkpoint_being_written() {
+        let fence = Fence::new(token(1));
+        fence.begin(&token(2));
+        assert_eq!(accepted(&fence, false), [1]);
+        assert_eq!(accepted(&fence, true), [1, 2]);
+        fence.committed(&token(2));
+        assert_eq!(accepted(&fence, true), [2]);
+    }
+
+    #[test]
+    fn an_unconfirmed_checkpoint_stays_acceptable_until_one_commits() {
+        let fence = Fence::new(token(1));
+        fence.begin(&token(2));
+        fence.uncertain(&token(2));
+        fence.begin(&token(3));
+        fence.uncertain(&token(3));
+        assert_eq!(accepted(&fence, false), [1, 2, 3]);
+        fence.begin(&token(4));
+        fence.committed(&token(4));
+        assert_eq!(accepted(&fence, false), [4]);
+    }
+
+    #[test]
+    fn a_row_showing_an_unconfirmed_checkpoint_is_adopted() {
+        let fence = Fence::new(token(1));
+        fence.uncertain(&token(2));
+        fence.confirm(&token(2));
+        assert_eq!(fence.lock().current, token(2));
+        assert_eq!(accepted(&fence, false), [2]);
+    }
+
+    #[test]
+    fn unconfirmed_tokens_are_bounded() {
+        let fence = Fence::new(token(0));
+        for n in 1..=40 {
+            fence.uncertain(&token(n));
+        }
+        assert_eq!(fence.accepted(false).len(), 1 + MAX_UNCERTAIN_TOKENS);
+    }
+
+    #[test]
+    fn every_change_moves_the_generation_so_a_racing_heartbeat_retries() {
+        let fence = Fence::new(token(1));
+        let before = fence.lock().generation;
+        fence.begin(&token(2));
+        let during = fence.lock().generation;
+        fence.committed(&token(2));
+        assert!(before < during && during < fence.lock().generation);
+    }
+
+    #[test]
+    fn losing_marks_the_shared_fence_and_names_the_refused_write() {
+        let fence = Fence::new(token(7));
+        let other = fence.clone();
+        let lost = fence.lose(Uuid::nil(), WriteKind::EvidenceBatch);
+        assert!(other.is_lost());
+        assert_eq!(lost.token, token(7).short());
+        assert!(
+            lost.to_string().contains("evidence batch was refused"),
+            "{lost}"
+        );
+    }
+}
