@@ -6,6 +6,9 @@
 //! - [`align`]: admission of observations, watermarks and frames (pure).
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
+//! - [`mqtt`]: the MQTT side; [`mqtt::payload`] parses message bodies and routes
+//!   topics to readings (pure).
+//! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
 //! - [`snapshot`]: signed recovery snapshots and their verification (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //!
@@ -15,5 +18,7 @@ pub mod align;
 pub mod config;
 pub mod coverage;
 pub mod detector;
+pub mod mqtt;
+pub mod runtime;
 pub mod snapshot;
 pub mod store;

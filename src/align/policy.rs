@@ -1,5 +1,6 @@
 //! The alignment policy of a monitor: which observations may form a frame.
 
+use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
 use crate::config::FieldError;
@@ -37,6 +38,26 @@ impl Default for AlignmentPolicy {
 }
 
 impl AlignmentPolicy {
+    /// [`Self::freshness_ms`] as a duration.
+    pub fn freshness(&self) -> TimeDelta {
+        millis(self.freshness_ms)
+    }
+
+    /// [`Self::max_age_ms`] as a duration.
+    pub fn max_age(&self) -> TimeDelta {
+        millis(self.max_age_ms)
+    }
+
+    /// [`Self::future_tolerance_ms`] as a duration.
+    pub fn future_tolerance(&self) -> TimeDelta {
+        millis(self.future_tolerance_ms)
+    }
+
+    /// [`Self::max_skew_ms`] as a duration.
+    pub fn max_skew(&self) -> TimeDelta {
+        millis(self.max_skew_ms)
+    }
+
     /// Field errors under the given prefix (e.g. `alignment`).
     pub fn validate(&self, prefix: &str) -> Vec<FieldError> {
         let mut errors = Vec::new();
@@ -62,4 +83,12 @@ impl AlignmentPolicy {
         }
         errors
     }
+}
+
+/// An unvalidated policy may hold absurd values; saturate instead of panicking.
+fn millis(ms: u64) -> TimeDelta {
+    i64::try_from(ms)
+        .ok()
+        .and_then(TimeDelta::try_milliseconds)
+        .unwrap_or(TimeDelta::MAX)
 }

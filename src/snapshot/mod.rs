@@ -31,7 +31,7 @@ pub use seal::{
     FencingToken, Refusal, SealError, SealedSnapshot, SnapshotBinding, SnapshotBytes, Verified,
     check_compatible, decode_verified, open, open_verified, seal, verify,
 };
-pub use state::{ManagedState, ProcessingCounters, RecoveryMetadata, RestoreRecord};
+pub use state::{ManagedState, ProcessingCounters, RecoveryMetadata};
 pub use versions::{
     FORMAT_VERSION, SCIENTIFIC_CRATES, VersionChange, runtime_versions, version_changes,
 };

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{align::Watermarks, coverage::CoverageHistory};
@@ -37,25 +36,14 @@ pub struct ProcessingCounters {
     pub alarms_opened: u64,
 }
 
-/// How this state came to be: which snapshots it was restored from.
+/// What the last restore did, beyond what the coverage history already
+/// records about it (save time, restore time and restore count live in
+/// `CoverageHistory::last_restore`, so they have one source).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecoveryMetadata {
-    /// How many times a worker restored this monitor from a snapshot.
-    pub restore_count: u64,
-    /// The most recent restore, if any.
-    pub last_restore: Option<RestoreRecord>,
-}
-
-/// One restore of a monitor from its committed snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RestoreRecord {
-    /// This worker's clock when it restored the snapshot.
-    pub restored_at: DateTime<Utc>,
-    /// Save time of the snapshot it restored; input after it may be lost.
-    pub from_saved_at: DateTime<Utc>,
-    /// Processed count of the snapshot it restored.
-    pub from_processed_count: u64,
-    /// Observations sitting in partial frames that the restore discarded.
+    /// Processed count of the snapshot the last restore started from.
+    pub restored_processed_count: Option<u64>,
+    /// Observations sitting in partial frames that the last restore discarded.
     pub cleared_partial_observations: u64,
 }
 

@@ -8,7 +8,7 @@ use super::*;
 use crate::{
     align::{AlignmentPolicy, Watermarks},
     config::{MonitorConfig, ReadingConfig},
-    coverage::{CoverageHistory, Gap, GapCause},
+    coverage::{CoverageHistory, GapCause},
     detector::DetectorSettings,
 };
 
@@ -58,16 +58,11 @@ fn state(frames: u64) -> ManagedState {
             .collect(),
         );
     }
-    state.coverage = CoverageHistory {
-        version: 2,
-        covered_from: Some(at(0)),
-        covered_to: Some(at(11)),
-        gaps: vec![Gap {
-            cause: GapCause::MqttOutage,
-            from: at(3),
-            to: Some(at(5)),
-        }],
-    };
+    state.coverage = CoverageHistory::fresh(at(0));
+    state.coverage.record_frame(at(1));
+    state.coverage.open_gap(GapCause::MqttOutage, at(4));
+    state.coverage.close_gap(GapCause::MqttOutage, at(6));
+    state.coverage.record_frame(at(12));
     state
 }
 
@@ -356,21 +351,18 @@ fn arb_state() -> impl Strategy<Value = ManagedState> {
                     .map(|(k, t)| (k, Utc.timestamp_opt(t, 0).unwrap()))
                     .collect(),
             );
-            s.coverage.version = version;
-            let causes = [
-                GapCause::Startup,
-                GapCause::MqttOutage,
-                GapCause::RestartRollback,
-                GapCause::CheckpointStall,
-            ];
-            s.coverage.gaps = gaps
-                .into_iter()
-                .map(|(c, from, len)| Gap {
-                    cause: causes[c],
-                    from: at(from),
-                    to: len.map(|l| at(from + l)),
-                })
-                .collect();
+            s.coverage = CoverageHistory::fresh(at(0));
+            let causes = [GapCause::MqttOutage, GapCause::CheckpointStall];
+            let mut t = version % 1000;
+            for (c, from, len) in gaps {
+                t += from as u64 % 1000 + 1;
+                s.coverage.record_frame(at(t as i64));
+                s.coverage.open_gap(causes[c % 2], at(t as i64 + 1));
+                if let Some(l) = len {
+                    t += l as u64 + 2;
+                    s.coverage.close_gap(causes[c % 2], at(t as i64));
+                }
+            }
             s
         })
 }

@@ -2,6 +2,7 @@
 //!
 //! - `migrate`: migrations and the schema ledger.
 //! - `services`: the monitors' rows.
+//! - `status`: reading the operational status workers write.
 //! - `schema`: diesel table definitions.
 //! - `checkpoints`: the signed snapshot row and its fenced writers.
 //! - `evidence`: alarms and evidence rows, committed under a writer's token.
@@ -14,6 +15,7 @@ mod health;
 mod migrate;
 pub mod schema;
 mod services;
+mod status;
 
 use diesel_async::{
     AsyncPgConnection,
@@ -29,6 +31,7 @@ pub use evidence::{AlarmRecord, EvidenceRecord, PendingResults};
 pub use health::{HealthOutcome, HealthRecord, HealthReporter};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};
+pub use status::{StatusRow, list_status};
 
 /// One pool per process.
 pub type Pool = deadpool::Pool<AsyncPgConnection>;

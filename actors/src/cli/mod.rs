@@ -3,6 +3,7 @@
 mod migrate;
 mod monitor;
 mod snapshot;
+mod status;
 
 use std::process::ExitCode;
 
@@ -45,6 +46,8 @@ enum Command {
     /// Inspect a monitor's signed recovery snapshot.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Show every monitor's persisted operational status.
+    Status(status::StatusArgs),
 }
 
 /// Flags that override settings, in the settings' own field names.
@@ -97,6 +100,7 @@ impl Cli {
             Command::Migrate => runtime.block_on(migrate::run(&settings)),
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
             Command::Snapshot(command) => runtime.block_on(snapshot::run(command, &settings)),
+            Command::Status(args) => runtime.block_on(status::run(args, &settings)),
         }
     }
 }

@@ -149,16 +149,18 @@ fn render(i: &Inspection) -> String {
             let _ = writeln!(out, "  {reading}: {}", ts.to_rfc3339());
         }
     }
+    if let Some(last) = i.coverage.as_ref().and_then(|c| c.last_restore()) {
+        let _ = writeln!(
+            out,
+            "restores:         {} (last at {} from the snapshot saved {})",
+            last.restores,
+            last.restored_at.to_rfc3339(),
+            last.saved_at.to_rfc3339()
+        );
+    }
     if let Some(r) = &i.recovery {
-        let _ = writeln!(out, "restores:         {}", r.restore_count);
-        if let Some(last) = &r.last_restore {
-            let _ = writeln!(
-                out,
-                "  last: at {} from the snapshot saved {} ({} frames)",
-                last.restored_at.to_rfc3339(),
-                last.from_saved_at.to_rfc3339(),
-                last.from_processed_count
-            );
+        if let Some(n) = r.restored_processed_count {
+            let _ = writeln!(out, "  restored at {n} frames, cleared {} partial observations", r.cleared_partial_observations);
         }
     }
     out

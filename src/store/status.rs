@@ -1,0 +1,138 @@
+//! Reading the operational status every worker writes: what `radar status`
+//! shows. Monitors that no worker reported yet are listed too.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{
+    Pool, StoreError, checkout,
+    schema::{radar_operational_status as status, services},
+};
+
+/// One monitor's last reported status.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusRow {
+    pub monitor_id: Uuid,
+    pub name: String,
+    pub retired: bool,
+    /// `not_reported` when no worker wrote a status yet.
+    pub state: String,
+    pub connected: bool,
+    pub phase: Option<String>,
+    pub processed_count: i64,
+    pub last_checkpoint_at: Option<DateTime<Utc>>,
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    pub worker_id: Option<String>,
+    /// Prefix of the signature the reporting worker held.
+    pub fencing_token: Option<String>,
+    pub ownership: Option<String>,
+    pub recovery: Option<serde_json::Value>,
+    pub coverage: Option<serde_json::Value>,
+    pub last_error: Option<String>,
+}
+
+type Joined = (
+    Uuid,
+    String,
+    Option<DateTime<Utc>>,
+    Option<(
+        String,
+        String,
+        Option<String>,
+        bool,
+        i64,
+        Option<DateTime<Utc>>,
+        Option<String>,
+        String,
+        Option<serde_json::Value>,
+        Option<serde_json::Value>,
+        Option<String>,
+        DateTime<Utc>,
+    )>,
+);
+
+/// Every monitor with its status, active ones first, by name.
+pub async fn list_status(pool: &Pool, include_retired: bool) -> Result<Vec<StatusRow>, StoreError> {
+    let mut conn = checkout(pool).await?;
+    let mut query = services::table
+        .left_join(status::table)
+        .select((
+            services::id,
+            services::name,
+            services::retired_at,
+            (
+                status::worker_id,
+                status::state,
+                status::phase,
+                status::connected,
+                status::processed_count,
+                status::last_checkpoint_at,
+                status::fencing_token,
+                status::ownership,
+                status::recovery,
+                status::coverage,
+                status::last_error,
+                status::heartbeat_at,
+            )
+                .nullable(),
+        ))
+        .order((services::retired_at.is_not_null(), services::name.asc()))
+        .into_boxed();
+    if !include_retired {
+        query = query.filter(services::retired_at.is_null());
+    }
+    let rows: Vec<Joined> = query.load(&mut conn).await?;
+    Ok(rows.into_iter().map(to_row).collect())
+}
+
+fn to_row((id, name, retired_at, reported): Joined) -> StatusRow {
+    let mut row = StatusRow {
+        monitor_id: id,
+        name,
+        retired: retired_at.is_some(),
+        state: "not_reported".into(),
+        connected: false,
+        phase: None,
+        processed_count: 0,
+        last_checkpoint_at: None,
+        heartbeat_at: None,
+        worker_id: None,
+        fencing_token: None,
+        ownership: None,
+        recovery: None,
+        coverage: None,
+        last_error: None,
+    };
+    if let Some((
+        worker,
+        state,
+        phase,
+        connected,
+        processed,
+        checkpoint,
+        token,
+        ownership,
+        recovery,
+        coverage,
+        error,
+        heartbeat,
+    )) = reported
+    {
+        row.worker_id = Some(worker);
+        row.state = state;
+        row.phase = phase;
+        row.connected = connected;
+        row.processed_count = processed;
+        row.last_checkpoint_at = checkpoint;
+        row.fencing_token = token;
+        row.ownership = Some(ownership);
+        row.recovery = recovery;
+        row.coverage = coverage;
+        row.last_error = error;
+        row.heartbeat_at = Some(heartbeat);
+    }
+    row
+}
