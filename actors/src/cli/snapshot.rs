@@ -158,10 +158,14 @@ fn render(i: &Inspection) -> String {
             last.saved_at.to_rfc3339()
         );
     }
-    if let Some(r) = &i.recovery {
-        if let Some(n) = r.restored_processed_count {
-            let _ = writeln!(out, "  restored at {n} frames, cleared {} partial observations", r.cleared_partial_observations);
-        }
+    if let Some(r) = &i.recovery
+        && let Some(n) = r.restored_processed_count
+    {
+        let _ = writeln!(
+            out,
+            "  restored at {n} frames, cleared {} partial observations",
+            r.cleared_partial_observations
+        );
     }
     out
 }
