@@ -326,6 +326,30 @@ fn messages_name_the_monitor_the_reason_and_the_remedy() {
     assert!(c.to_string().contains("digest mismatch"), "{c}");
 }
 
+#[test]
+fn every_single_bit_flip_of_a_stored_snapshot_is_corruption() {
+    let original = sealed(7).bytes;
+    for part in 0..3 {
+        let len = [&original.envelope, &original.signature, &original.payload][part].len();
+        for i in 0..len {
+            for bit in 0..8 {
+                let mut bytes = original.clone();
+                let target = match part {
+                    0 => &mut bytes.envelope,
+                    1 => &mut bytes.signature,
+                    _ => &mut bytes.payload,
+                };
+                target[i] ^= 1 << bit;
+                let outcome = open(&bytes, &binding(), &key());
+                assert!(
+                    matches!(outcome, LoadOutcome::Corrupted(_)),
+                    "part {part} byte {i} bit {bit}: {outcome:?}"
+                );
+            }
+        }
+    }
+}
+
 fn arb_state() -> impl Strategy<Value = ManagedState> {
     (
         proptest::collection::vec(any::<u8>(), 0..300),
