@@ -11,11 +11,7 @@
 //! [`CheckpointStore`] at all (hold an `Option<CheckpointStore>`): then
 //! nothing is read or written and the monitor starts fresh.
 
-use std::{
-    fmt,
-    sync::{Arc, Mutex, MutexGuard},
-    time::Duration,
-};
+use std::{fmt, time::Duration};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -23,20 +19,15 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use thiserror::Error;
 use uuid::Uuid;
 
+use super::stored::StoredSnapshot;
 use super::{
     Pool, StoreError, checkout,
     evidence::{PendingResults, insert_results},
+    fence::Fence,
     health::HealthReporter,
     schema::radar_runtime_checkpoints as rows,
 };
-use crate::snapshot::{
-    CheckpointKey, CorruptReason, Envelope, FencingToken, Inspection, LoadOutcome, Refusal,
-    SealedSnapshot, SnapshotBinding, SnapshotBytes, UnverifiedColumns, Verified, open_verified,
-    verify,
-};
-
-/// Tokens a writer keeps after writes whose commit it could not confirm.
-const MAX_UNCERTAIN_TOKENS: usize = 16;
+use crate::snapshot::{FencingToken, SealedSnapshot};
 
 /// Snapshot reads and writes for one worker process.
 #[derive(Clone)]
@@ -52,109 +43,6 @@ impl fmt::Debug for CheckpointStore {
             .field("writer_id", &self.writer_id)
             .field("timeout", &self.timeout)
             .finish()
-    }
-}
-
-/// A snapshot row as stored, not yet trusted.
-#[derive(Debug, Clone, Queryable, Selectable)]
-#[diesel(table_name = rows)]
-pub struct StoredSnapshot {
-    pub service_id: Uuid,
-    envelope: Vec<u8>,
-    format_version: i32,
-    config_fingerprint: Vec<u8>,
-    runtime_versions: String,
-    processed_count: i64,
-    observation_history_len: i32,
-    saved_at: DateTime<Utc>,
-    payload_sha256: Vec<u8>,
-    key_id: String,
-    signature: Vec<u8>,
-    payload: Vec<u8>,
-    /// The worker instance that committed the row (not signed).
-    pub writer_id: String,
-    pub committed_at: DateTime<Utc>,
-}
-
-impl StoredSnapshot {
-    pub fn bytes(&self) -> SnapshotBytes {
-        SnapshotBytes {
-            envelope: self.envelope.clone(),
-            signature: self.signature.clone(),
-            payload: self.payload.clone(),
-        }
-    }
-
-    /// The raw signature column (whatever it holds).
-    pub fn signature(&self) -> &[u8] {
-        &self.signature
-    }
-
-    /// [`verify`], plus a check that the readable columns say what the
-    /// signed envelope says.
-    pub fn verify(&self, key: &CheckpointKey) -> Result<Verified, Refusal> {
-        let verified = verify(&self.bytes(), key)?;
-        match self.column_mismatch(&verified.envelope) {
-            Some(column) => Err(Refusal::Corrupted(CorruptReason::ColumnMismatch(column))),
-            None => Ok(verified),
-        }
-    }
-
-    /// Verifies, checks compatibility and only then decodes.
-    pub fn open(&self, binding: &SnapshotBinding, key: &CheckpointKey) -> LoadOutcome {
-        use crate::snapshot::{Corrupted, Incompatible};
-        let service_id = binding.service_id;
-        match self.verify(key) {
-            Ok(verified) => open_verified(verified, &self.bytes(), binding, key),
-            Err(Refusal::Corrupted(reason)) => {
-                LoadOutcome::Corrupted(Corrupted { service_id, reason })
-            }
-            Err(Refusal::Incompatible(reason)) => {
-                LoadOutcome::Incompatible(Incompatible { service_id, reason })
-            }
-        }
-    }
-
-    /// What `radar snapshot inspect` shows about this row.
-    pub fn inspect(&self, binding: &SnapshotBinding, key: &CheckpointKey) -> Inspection {
-        let columns = UnverifiedColumns {
-            processed_count: u64::try_from(self.processed_count).ok(),
-            saved_at: Some(self.saved_at),
-        };
-        Inspection::of(self.verify(key), &self.bytes(), columns, binding, key)
-    }
-
-    fn column_mismatch(&self, env: &Envelope) -> Option<&'static str> {
-        let checks = [
-            ("service_id", self.service_id == env.service_id),
-            (
-                "format_version",
-                self.format_version == i32::from(env.format_version),
-            ),
-            (
-                "config_fingerprint",
-                self.config_fingerprint == env.config_fingerprint,
-            ),
-            (
-                "runtime_versions",
-                self.runtime_versions == env.runtime_versions,
-            ),
-            (
-                "processed_count",
-                u64::try_from(self.processed_count) == Ok(env.processed_count),
-            ),
-            (
-                "observation_history_len",
-                u32::try_from(self.observation_history_len) == Ok(env.observation_history_len),
-            ),
-            ("saved_at", self.saved_at == env.saved_at),
-            ("payload_sha256", self.payload_sha256 == env.payload_sha256),
-            ("key_id", self.key_id == env.key_id),
-        ];
-        checks
-            .into_iter()
-            .find(|(_, ok)| !ok)
-            .map(|(column, _)| column)
     }
 }
 
@@ -533,180 +421,5 @@ impl CheckpointWriter {
 
     fn lose(self, refused: WriteKind) -> OwnershipLost {
         self.fence.lose(self.service_id, refused)
-    }
-}
-
-/// The tokens a writer and its health reporter share, so a heartbeat never
-/// mistakes this writer's own newest checkpoint for another owner's.
-#[derive(Clone, Debug)]
-pub(super) struct Fence(Arc<Mutex<FenceState>>);
-
-#[derive(Debug)]
-pub(super) struct FenceState {
-    pub current: FencingToken,
-    /// Checkpoints sent whose commit was not confirmed (newest last).
-    uncertain: Vec<FencingToken>,
-    /// The checkpoint being written right now.
-    in_flight: Option<FencingToken>,
-    /// Bumped on every change, so a refused heartbeat can tell whether the
-    /// writer moved on while it ran.
-    pub generation: u64,
-    pub lost: bool,
-}
-
-impl Fence {
-    fn new(current: FencingToken) -> Self {
-        Self(Arc::new(Mutex::new(FenceState {
-            current,
-            uncertain: Vec::new(),
-            in_flight: None,
-            generation: 0,
-            lost: false,
-        })))
-    }
-
-    pub(super) fn lock(&self) -> MutexGuard<'_, FenceState> {
-        // The state stays consistent across a panic elsewhere: every update
-        // is a few assignments.
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Signatures that prove this writer still owns the row; with
-    /// `in_flight`, also the checkpoint being committed right now.
-    pub(super) fn accepted(&self, in_flight: bool) -> Vec<Vec<u8>> {
-        let state = self.lock();
-        let mut tokens = vec![state.current.as_bytes().to_vec()];
-        tokens.extend(state.uncertain.iter().map(|t| t.as_bytes().to_vec()));
-        if in_flight {
-            tokens.extend(state.in_flight.iter().map(|t| t.as_bytes().to_vec()));
-        }
-        tokens
-    }
-
-    pub(super) fn is_lost(&self) -> bool {
-        self.lock().lost
-    }
-
-    fn begin(&self, next: &FencingToken) {
-        let mut state = self.lock();
-        state.in_flight = Some(next.clone());
-        state.generation += 1;
-    }
-
-    fn committed(&self, next: &FencingToken) {
-        let mut state = self.lock();
-        state.current = next.clone();
-        state.uncertain.clear();
-        state.in_flight = None;
-        state.generation += 1;
-    }
-
-    fn uncertain(&self, next: &FencingToken) {
-        let mut state = self.lock();
-        state.uncertain.push(next.clone());
-        if state.uncertain.len() > MAX_UNCERTAIN_TOKENS {
-            state.uncertain.remove(0);
-        }
-        state.in_flight = None;
-        state.generation += 1;
-    }
-
-    fn confirm(&self, held: &FencingToken) {
-        let mut state = self.lock();
-        if state.current != *held {
-            state.current = held.clone();
-            state.uncertain.clear();
-            state.generation += 1;
-        }
-    }
-
-    pub(super) fn lose(&self, service_id: Uuid, refused: WriteKind) -> OwnershipLost {
-        let mut state = self.lock();
-        state.lost = true;
-        state.generation += 1;
-        OwnershipLost {
-            service_id,
-            token: state.current.short(),
-            refused,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn token(n: u8) -> FencingToken {
-        FencingToken::from_slice(&[n; 32]).unwrap()
-    }
-
-    fn accepted(fence: &Fence, in_flight: bool) -> Vec<u8> {
-        fence.accepted(in_flight).iter().map(|t| t[0]).collect()
-    }
-
-    #[test]
-    fn only_the_health_path_accepts_the_checkpoint_being_written() {
-        let fence = Fence::new(token(1));
-        fence.begin(&token(2));
-        assert_eq!(accepted(&fence, false), [1]);
-        assert_eq!(accepted(&fence, true), [1, 2]);
-        fence.committed(&token(2));
-        assert_eq!(accepted(&fence, true), [2]);
-    }
-
-    #[test]
-    fn an_unconfirmed_checkpoint_stays_acceptable_until_one_commits() {
-        let fence = Fence::new(token(1));
-        fence.begin(&token(2));
-        fence.uncertain(&token(2));
-        fence.begin(&token(3));
-        fence.uncertain(&token(3));
-        assert_eq!(accepted(&fence, false), [1, 2, 3]);
-        fence.begin(&token(4));
-        fence.committed(&token(4));
-        assert_eq!(accepted(&fence, false), [4]);
-    }
-
-    #[test]
-    fn a_row_showing_an_unconfirmed_checkpoint_is_adopted() {
-        let fence = Fence::new(token(1));
-        fence.uncertain(&token(2));
-        fence.confirm(&token(2));
-        assert_eq!(fence.lock().current, token(2));
-        assert_eq!(accepted(&fence, false), [2]);
-    }
-
-    #[test]
-    fn unconfirmed_tokens_are_bounded() {
-        let fence = Fence::new(token(0));
-        for n in 1..=40 {
-            fence.uncertain(&token(n));
-        }
-        assert_eq!(fence.accepted(false).len(), 1 + MAX_UNCERTAIN_TOKENS);
-    }
-
-    #[test]
-    fn every_change_moves_the_generation_so_a_racing_heartbeat_retries() {
-        let fence = Fence::new(token(1));
-        let before = fence.lock().generation;
-        fence.begin(&token(2));
-        let during = fence.lock().generation;
-        fence.committed(&token(2));
-        assert!(before < during && during < fence.lock().generation);
-    }
-
-    #[test]
-    fn losing_marks_the_shared_fence_and_names_the_refused_write() {
-        let fence = Fence::new(token(7));
-        let other = fence.clone();
-        let lost = fence.lose(Uuid::nil(), WriteKind::EvidenceBatch);
-        assert!(other.is_lost());
-        assert_eq!(lost.token, token(7).short());
-        assert!(
-            lost.to_string().contains("evidence batch was refused"),
-            "{lost}"
-        );
     }
 }

@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use super::{
     StoreError, checkout,
-    checkpoints::{CheckpointStore, Fence, OwnershipLost, WriteKind, set_timeout},
+    checkpoints::{CheckpointStore, OwnershipLost, WriteKind, set_timeout},
+    fence::Fence,
 };
 
 /// Times a refused heartbeat is retried because its own writer committed a
