@@ -6,11 +6,14 @@
 //! - [`align`]: admission of observations, watermarks and frames (pure).
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
-//! - [`mqtt`]: the MQTT side; [`mqtt::payload`] parses message bodies and routes
+//! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
+//!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
 //!   topics to readings (pure).
+//! - [`replay`]: a CSV file through the aligner and detector, for backtests.
 //! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
 //! - [`snapshot`]: signed recovery snapshots and their verification (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
+//! - [`telemetry`]: metric names, internal events, the monitor board behind readiness.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
 
@@ -19,6 +22,8 @@ pub mod config;
 pub mod coverage;
 pub mod detector;
 pub mod mqtt;
+pub mod replay;
 pub mod runtime;
 pub mod snapshot;
 pub mod store;
+pub mod telemetry;

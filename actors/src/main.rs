@@ -1,6 +1,7 @@
 //! The `radar` binary: a thin shell over the CLI.
 
 mod cli;
+mod http;
 mod logging;
 
 use std::process::ExitCode;

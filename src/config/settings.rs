@@ -283,15 +283,22 @@ impl Settings {
     }
 
     /// A stable name for this process: `RADAR_WORKER_ID`, else the host name
-    /// plus a random suffix so two workers on one host differ.
+    /// plus a random suffix (chosen once per process) so two workers on one
+    /// host differ.
     pub fn worker_id(&self) -> String {
-        self.worker_id.clone().unwrap_or_else(|| {
-            let host = std::fs::read_to_string("/etc/hostname")
-                .map(|h| h.trim().to_string())
-                .unwrap_or_else(|_| "radar".into());
-            let suffix = uuid::Uuid::new_v4().simple().to_string();
-            format!("{host}-{}", &suffix[..8])
-        })
+        static GENERATED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        if let Some(id) = &self.worker_id {
+            return id.clone();
+        }
+        GENERATED
+            .get_or_init(|| {
+                let host = std::fs::read_to_string("/etc/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_else(|_| "radar".into());
+                let suffix = uuid::Uuid::new_v4().simple().to_string();
+                format!("{host}-{}", &suffix[..8])
+            })
+            .clone()
     }
 
     fn validate(&self) -> Result<(), FieldErrors> {

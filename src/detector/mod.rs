@@ -1,5 +1,36 @@
 //! The detector: training, calibration, static fit, scoring and alarms.
+//!
+//! Pure domain code: frames in, outcomes out, no IO and no clock.
+//! - `robust`: median/MAD standardization learned from training frames.
+//! - `pca`: the principal-component model and its T-squared + SPE score.
+//! - `conformal`: threshold and p-values from the calibration scores.
+//! - `alarm`: the k-of-n open / m-normal close rule and its events.
+//! - `health`: recent flag rate and score drift.
+//! - `state`: the phases and the whole serializable detector.
 
+mod alarm;
+mod conformal;
+mod features;
+mod health;
+mod outcome;
+mod pca;
+mod robust;
 mod settings;
+mod state;
+#[cfg(test)]
+mod tests;
 
-pub use settings::{AlarmRule, DetectorSettings};
+pub use alarm::{AlarmEvent, AlarmState};
+pub use conformal::Calibration;
+pub use features::Features;
+pub use health::{HealthWindow, ModelHealth};
+pub use outcome::{Evidence, Outcome, Rejection, Scored};
+pub use pca::{FrameScore, PcaModel};
+pub use robust::{RobustScaler, ScaleSource};
+pub use settings::{AlarmRule, DetectorSettings, LevelTracking};
+pub use state::{Detector, DetectorError, Phase};
+
+/// Version of the numbers this detector produces; part of the snapshot
+/// envelope. Bump it whenever a change could alter a score, threshold or
+/// fitted model for the same input.
+pub const ALGORITHM_VERSION: &str = "robust-pca-t2spe-conformal/1";

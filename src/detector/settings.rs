@@ -18,6 +18,59 @@ pub struct DetectorSettings {
     /// The rule that turns flagged frames into alarms.
     #[serde(default)]
     pub alarm: AlarmRule,
+    /// Share of the standardized training variance the principal subspace
+    /// keeps; the rest is watched by the squared prediction error.
+    #[serde(default = "default_explained_variance")]
+    pub explained_variance: f64,
+    /// Weight of the newest frame in the per-reading exponentially weighted
+    /// moving average the model sees (1 uses each frame's values as they are).
+    #[serde(default = "default_score_smoothing")]
+    pub feature_smoothing: f64,
+    /// Weight of the newest frame in the exponentially weighted moving
+    /// average of scores (1 scores every frame on its own).
+    #[serde(default = "default_score_smoothing")]
+    pub score_smoothing: f64,
+    /// Score deviations from a slowly tracked level instead of raw values
+    /// (absent: raw values, a purely static model).
+    #[serde(default)]
+    pub level_tracking: Option<LevelTracking>,
+    /// Monitored frames the model-health figures look back over.
+    #[serde(default = "default_health_window")]
+    pub health_window: usize,
+    /// Monitored frames between two model-health refreshes.
+    #[serde(default = "default_health_refresh_frames")]
+    pub health_refresh_frames: usize,
+}
+
+fn default_explained_variance() -> f64 {
+    0.9
+}
+
+fn default_score_smoothing() -> f64 {
+    1.0
+}
+
+fn default_health_window() -> usize {
+    1000
+}
+
+fn default_health_refresh_frames() -> usize {
+    100
+}
+
+/// A per-reading level followed by an exponentially weighted moving average;
+/// the detector sees each value's deviation from the level before the frame.
+/// Each frame's pull on the level is clipped to `clip` robust training
+/// deviations, so slow drift is followed while a sudden, sustained change is
+/// absorbed only slowly (linearly, not exponentially) and stays visible.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelTracking {
+    /// Weight of a frame in the level, in (0, 1].
+    pub weight: f64,
+    /// Largest pull of one frame, in robust standard deviations of the
+    /// reading over the training frames; positive.
+    pub clip: f64,
 }
 
 /// An alarm opens when `open_k` of the last `open_n` frames are flagged and
@@ -47,6 +100,12 @@ impl Default for DetectorSettings {
             calibration_frames: 100,
             false_alarm_rate: 0.01,
             alarm: AlarmRule::default(),
+            explained_variance: default_explained_variance(),
+            feature_smoothing: default_score_smoothing(),
+            score_smoothing: default_score_smoothing(),
+            level_tracking: None,
+            health_window: default_health_window(),
+            health_refresh_frames: default_health_refresh_frames(),
         }
     }
 }
@@ -84,6 +143,55 @@ impl DetectorSettings {
                 ));
             }
         }
+        let ev = self.explained_variance;
+        if !(ev.is_finite() && ev > 0.0 && ev <= 1.0) {
+            errors.push(FieldError::new(
+                field("explained_variance"),
+                format!("{ev} is not a share in (0, 1]"),
+            ));
+        }
+        let w = self.feature_smoothing;
+        if !(w.is_finite() && w > 0.0 && w <= 1.0) {
+            errors.push(FieldError::new(
+                field("feature_smoothing"),
+                format!("{w} is not a weight in (0, 1]; 1 turns smoothing off"),
+            ));
+        }
+        let w = self.score_smoothing;
+        if !(w.is_finite() && w > 0.0 && w <= 1.0) {
+            errors.push(FieldError::new(
+                field("score_smoothing"),
+                format!("{w} is not a weight in (0, 1]; 1 turns smoothing off"),
+            ));
+        }
+        if let Some(level) = &self.level_tracking {
+            let w = level.weight;
+            if !(w.is_finite() && w > 0.0 && w <= 1.0) {
+                errors.push(FieldError::new(
+                    field("level_tracking.weight"),
+                    format!("{w} is not a weight in (0, 1]"),
+                ));
+            }
+            let c = level.clip;
+            if !(c.is_finite() && c > 0.0) {
+                errors.push(FieldError::new(
+                    field("level_tracking.clip"),
+                    format!("{c} must be a positive number of robust deviations"),
+                ));
+            }
+        }
+        if self.health_window == 0 {
+            errors.push(FieldError::new(
+                field("health_window"),
+                "must be at least 1",
+            ));
+        }
+        if self.health_refresh_frames == 0 {
+            errors.push(FieldError::new(
+                field("health_refresh_frames"),
+                "must be at least 1",
+            ));
+        }
         let alarm = &self.alarm;
         if alarm.open_n == 0 {
             errors.push(FieldError::new(field("alarm.open_n"), "must be at least 1"));
@@ -104,5 +212,60 @@ impl DetectorSettings {
             ));
         }
         errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(settings: &DetectorSettings) -> Vec<String> {
+        settings
+            .validate("detector", 4)
+            .into_iter()
+            .map(|e| e.field)
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        assert!(fields(&DetectorSettings::default()).is_empty());
+    }
+
+    #[test]
+    fn each_invalid_new_field_is_named() {
+        let settings = DetectorSettings {
+            explained_variance: 0.0,
+            feature_smoothing: 1.5,
+            score_smoothing: f64::NAN,
+            level_tracking: Some(LevelTracking {
+                weight: 0.0,
+                clip: -1.0,
+            }),
+            health_window: 0,
+            health_refresh_frames: 0,
+            ..DetectorSettings::default()
+        };
+        assert_eq!(
+            fields(&settings),
+            vec![
+                "detector.explained_variance",
+                "detector.feature_smoothing",
+                "detector.score_smoothing",
+                "detector.level_tracking.weight",
+                "detector.level_tracking.clip",
+                "detector.health_window",
+                "detector.health_refresh_frames",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_monitor_file_without_the_new_fields_gets_the_documented_defaults() {
+        let settings: DetectorSettings = toml::from_str(
+            "training_frames = 300\ncalibration_frames = 100\nfalse_alarm_rate = 0.01",
+        )
+        .unwrap();
+        assert_eq!(settings, DetectorSettings::default());
     }
 }

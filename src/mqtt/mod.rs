@@ -1,3 +1,31 @@
-//! MQTT adapters: payload parsing (pure) and, later, the client side.
+//! MQTT ingestion of one monitor: connection options, the reconnect owner
+//! that subscribes and checks every SUBACK, and the bounded ingress queue
+//! that carries raw payloads to the model side.
+//!
+//! # Layout
+//! - [`payload`]: parsing a message body and routing its topic (pure).
+//! - `options`: broker URL, client id, limits ([`IngestOptions`]).
+//! - `backoff`: the reconnect schedule ([`Backoff`]), pure.
+//! - `subscriptions`: which SUBACKs are still missing, pure.
+//! - `ingress`: stamping, topic mapping and size check of a PUBLISH, and the
+//!   shared counters.
+//! - `owner`: the task that owns the rumqttc event loop ([`spawn`]).
+//! - `events`: what the owner reports ([`ConnectionEvent`], [`LinkStatus`]).
 
 pub mod payload;
+
+mod backoff;
+mod error;
+mod events;
+mod ingress;
+mod options;
+mod owner;
+mod subscriptions;
+
+pub use backoff::Backoff;
+pub use error::MqttError;
+pub use events::{ConnectionEvent, LinkStatus};
+pub use ingress::{IngressCounters, IngressCounts, RawMessage, admit};
+pub use options::{BrokerAddress, IngestOptions, client_id};
+pub use owner::{Ingestion, IngestionControl, spawn};
+pub use subscriptions::{SubackOutcome, Subscriptions, TopicSubscription};

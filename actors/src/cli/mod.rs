@@ -1,5 +1,6 @@
 //! The `radar` command line: parsing, settings and dispatch.
 
+mod detect;
 mod migrate;
 mod monitor;
 mod snapshot;
@@ -48,6 +49,8 @@ enum Command {
     Snapshot(snapshot::SnapshotCommand),
     /// Show every monitor's persisted operational status.
     Status(status::StatusArgs),
+    /// Replay a CSV file through a monitor's alignment and detector (backtest).
+    Detect(detect::DetectArgs),
 }
 
 /// Flags that override settings, in the settings' own field names.
@@ -92,6 +95,10 @@ impl Cli {
     }
 
     fn dispatch(self, settings: Settings) -> anyhow::Result<ExitCode> {
+        if let Command::Detect(args) = self.command {
+            // Offline: no database, no broker.
+            return detect::run(args).map(|()| ExitCode::SUCCESS);
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -101,6 +108,7 @@ impl Cli {
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
             Command::Snapshot(command) => runtime.block_on(snapshot::run(command, &settings)),
             Command::Status(args) => runtime.block_on(status::run(args, &settings)),
+            Command::Detect(_) => unreachable!("handled above"),
         }
     }
 }

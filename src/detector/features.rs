@@ -1,0 +1,107 @@
+//! What the model sees of a frame: its raw values, or their deviations
+//! from slowly tracked levels (see `LevelTracking`).
+//!
+//! Many plant signals (temperatures, vibration levels) wander slowly with
+//! ambient conditions over hours. A static model of raw levels fitted on a
+//! few minutes of training flags all of that wander. Deviations from a level
+//! that follows the unflagged frames keep what a fault changes (a step or a
+//! burst away from where the signal just was) and drop what it does not.
+
+use serde::{Deserialize, Serialize};
+
+use super::LevelTracking;
+
+/// The feature state: the smoothed values and the tracked levels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Features {
+    smoothing: f64,
+    tracking: Option<LevelTracking>,
+    /// Largest pull of one frame on each level, in reading units.
+    max_pull: Vec<f64>,
+    smoothed: Option<Vec<f64>>,
+    level: Option<Vec<f64>>,
+}
+
+impl Features {
+    /// `smoothing`: weight of the newest frame in the per-reading moving
+    /// average (1: none). `spread`: each reading's robust spread over the
+    /// training frames, the unit of the level tracking's clip.
+    pub fn new(smoothing: f64, tracking: Option<LevelTracking>, spread: &[f64]) -> Self {
+        let clip = tracking.as_ref().map_or(0.0, |t| t.clip);
+        Self {
+            smoothing,
+            tracking,
+            max_pull: spread.iter().map(|s| s * clip).collect(),
+            smoothed: None,
+            level: None,
+        }
+    }
+
+    /// Takes one frame's values and returns its features.
+    pub fn next(&mut self, values: &[f64]) -> Vec<f64> {
+        let smoothed = match &mut self.smoothed {
+            None => self.smoothed.insert(values.to_vec()),
+            Some(s) => {
+                for (s, v) in s.iter_mut().zip(values) {
+                    *s += self.smoothing * (v - *s);
+                }
+                s
+            }
+        };
+        let Some(tracking) = &self.tracking else {
+            return smoothed.clone();
+        };
+        match &mut self.level {
+            None => {
+                // The first frame defines the level: it deviates by nothing.
+                self.level = Some(smoothed.clone());
+                vec![0.0; values.len()]
+            }
+            Some(level) => {
+                let features = smoothed
+                    .iter()
+                    .zip(level.iter())
+                    .map(|(s, l)| s - l)
+                    .collect();
+                for ((l, s), max) in level.iter_mut().zip(smoothed.iter()).zip(&self.max_pull) {
+                    *l += tracking.weight * (s - *l).clamp(-max, *max);
+                }
+                features
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_smoothing_or_tracking_features_are_the_raw_values() {
+        let mut f = Features::new(1.0, None, &[1.0, 1.0]);
+        f.next(&[1.0, 2.0]);
+        assert_eq!(f.next(&[3.0, 4.0]), vec![3.0, 4.0]);
+    }
+
+    #[test]
+    fn smoothing_averages_the_values() {
+        let mut f = Features::new(0.25, None, &[1.0]);
+        assert_eq!(f.next(&[8.0]), vec![8.0]);
+        assert_eq!(f.next(&[0.0]), vec![6.0]);
+    }
+
+    #[test]
+    fn tracked_level_follows_small_moves_and_absorbs_a_step_only_linearly() {
+        let tracking = LevelTracking {
+            weight: 0.5,
+            clip: 2.0,
+        };
+        let mut f = Features::new(1.0, Some(tracking), &[1.0]);
+        assert_eq!(f.next(&[10.0]), vec![0.0]);
+        assert_eq!(f.next(&[11.0]), vec![1.0]);
+        // Level now 10.5. A step of 100 moves it by weight * clip * spread =
+        // 1 per frame, so the deviation stays large.
+        assert_eq!(f.next(&[110.5]), vec![100.0]);
+        assert_eq!(f.next(&[110.5]), vec![99.0]);
+    }
+}

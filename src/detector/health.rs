@@ -1,0 +1,136 @@
+//! Model health: is the model still describing the process it watches?
+//!
+//! Two signals over a window of recent monitored frames: the flag rate
+//! against the calibrated target (a model that flags far more than the
+//! target has gone stale or the process has changed), and the two-sample
+//! Kolmogorov-Smirnov distance between the recent scores and the calibration
+//! scores (drift shows here before it crosses the threshold).
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+/// The last published health figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelHealth {
+    /// Monitored frames the figures were computed from.
+    pub window_frames: usize,
+    pub flag_rate: f64,
+    pub target_rate: f64,
+    /// Kolmogorov-Smirnov distance between recent and calibration scores.
+    pub score_drift: f64,
+    /// Asymptotic p-value of that distance (small: the scores have drifted).
+    pub drift_p_value: f64,
+    /// Monitored frames seen when these figures were computed.
+    pub at_frame: u64,
+}
+
+/// Recent monitored frames, kept for the periodic health refresh.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthWindow {
+    capacity: usize,
+    recent: VecDeque<(bool, f64)>,
+}
+
+impl HealthWindow {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            recent: VecDeque::new(),
+        }
+    }
+
+    pub fn push(&mut self, flagged: bool, score: f64) {
+        if self.recent.len() == self.capacity {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((flagged, score));
+    }
+
+    /// Computes the health figures against the sorted calibration scores.
+    pub fn assess(&self, calibration: &[f64], target_rate: f64, at_frame: u64) -> ModelHealth {
+        let n = self.recent.len();
+        let flagged = self.recent.iter().filter(|(f, _)| *f).count();
+        let mut scores: Vec<f64> = self.recent.iter().map(|(_, s)| *s).collect();
+        scores.sort_unstable_by(f64::total_cmp);
+        let score_drift = ks_distance(&scores, calibration);
+        ModelHealth {
+            window_frames: n,
+            flag_rate: if n == 0 {
+                0.0
+            } else {
+                flagged as f64 / n as f64
+            },
+            target_rate,
+            score_drift,
+            drift_p_value: ks_p_value(score_drift, n, calibration.len()),
+            at_frame,
+        }
+    }
+}
+
+/// Largest gap between the empirical distribution functions of two sorted samples.
+fn ks_distance(a: &[f64], b: &[f64]) -> f64 {
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    let (mut i, mut j, mut d) = (0, 0, 0.0f64);
+    while i < a.len() && j < b.len() {
+        let x = if a[i] <= b[j] { a[i] } else { b[j] };
+        while i < a.len() && a[i] <= x {
+            i += 1;
+        }
+        while j < b.len() && b[j] <= x {
+            j += 1;
+        }
+        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
+    }
+    d
+}
+
+/// Kolmogorov's asymptotic tail with Stephens' small-sample correction.
+fn ks_p_value(d: f64, n: usize, m: usize) -> f64 {
+    if n == 0 || m == 0 || d <= 0.0 {
+        return 1.0;
+    }
+    let ne = (n * m) as f64 / (n + m) as f64;
+    let lambda = (ne.sqrt() + 0.12 + 0.11 / ne.sqrt()) * d;
+    let mut sum = 0.0;
+    for k in 1..=100 {
+        let k = f64::from(k);
+        let term = 2.0 * (-1.0f64).powf(k - 1.0) * (-2.0 * k * k * lambda * lambda).exp();
+        sum += term;
+        if term.abs() < 1e-12 {
+            break;
+        }
+    }
+    sum.clamp(0.0, 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_from_the_calibration_law_show_no_drift_and_shifted_ones_do() {
+        let calibration: Vec<f64> = (0..200).map(|i| f64::from(i) / 200.0).collect();
+        let mut same = HealthWindow::new(100);
+        let mut shifted = HealthWindow::new(100);
+        for i in 0..100 {
+            same.push(false, f64::from(i) / 100.0 + 0.002);
+            shifted.push(i % 2 == 0, f64::from(i) / 100.0 + 0.6);
+        }
+        let fine = same.assess(&calibration, 0.01, 100);
+        let bad = shifted.assess(&calibration, 0.01, 100);
+        assert!(fine.score_drift < 0.05 && fine.drift_p_value > 0.5);
+        assert!(bad.score_drift > 0.5 && bad.drift_p_value < 1e-6);
+        assert_eq!(bad.flag_rate, 0.5);
+    }
+
+    #[test]
+    fn an_empty_window_reports_no_drift() {
+        let health = HealthWindow::new(10).assess(&[1.0], 0.05, 0);
+        assert_eq!(health.flag_rate, 0.0);
+        assert_eq!(health.drift_p_value, 1.0);
+    }
+}

@@ -1,0 +1,75 @@
+//! What the detector says about each frame it is given.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{AlarmEvent, ModelHealth, Phase};
+
+/// The result of offering one frame to the detector.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Kept for the fit. `phase` is the phase after this frame; when it is
+    /// `Fitting` the fit is due: checkpoint, then call `Detector::fit`.
+    Buffered { phase: Phase, phase_changed: bool },
+    /// Scored by the fitted model.
+    Scored(Box<Scored>),
+    /// Not usable; the detector state is unchanged.
+    Rejected(Rejection),
+}
+
+impl Outcome {
+    /// Whether the runtime should now checkpoint and run the fit.
+    pub fn fit_due(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Buffered {
+                phase: Phase::Fitting,
+                ..
+            }
+        )
+    }
+}
+
+/// Why a frame was not used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Rejection {
+    #[error("frame has {got} values but the monitor has {expected} required readings")]
+    WrongWidth { expected: usize, got: usize },
+    #[error("value of reading {reading} is not a finite number")]
+    NonFinite { reading: usize },
+}
+
+/// One monitored frame's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scored {
+    pub ts: DateTime<Utc>,
+    /// The (smoothed) score compared with the threshold.
+    pub score: f64,
+    /// This frame's own score before smoothing.
+    pub raw_score: f64,
+    pub threshold: f64,
+    pub p_value: f64,
+    pub flagged: bool,
+    /// Whether an alarm is open after this frame.
+    pub alarm_open: bool,
+    /// Present when the frame is flagged.
+    pub evidence: Option<Evidence>,
+    /// An alarm opened or closed on this frame.
+    pub alarm_event: Option<AlarmEvent>,
+    /// Present when the health figures were refreshed on this frame.
+    pub health: Option<ModelHealth>,
+}
+
+/// Why a flagged frame was flagged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub ts: DateTime<Utc>,
+    pub score: f64,
+    pub threshold: f64,
+    pub p_value: f64,
+    /// Per required reading, its share of this frame's unsmoothed score.
+    pub contributions: Vec<f64>,
+    /// The alarm open after this frame, if any.
+    pub alarm_seq: Option<u64>,
+}

@@ -1,0 +1,298 @@
+//! The detector's phases and its whole serializable state.
+//!
+//! Training and calibration frames are kept verbatim until the fit has
+//! replaced them with a model, so a snapshot taken in any phase restores a
+//! detector that continues exactly as the original would have: the fit is a
+//! pure function of those frames and the settings.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    AlarmState, Calibration, DetectorSettings, Evidence, Features, HealthWindow, ModelHealth,
+    Outcome, PcaModel, Rejection, RobustScaler, Scored,
+};
+use crate::{align::Frame, config::FieldErrors};
+
+/// Where the detector is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Training,
+    Calibrating,
+    /// All frames for the fit are in; the fit has not run yet.
+    Fitting,
+    Monitoring,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Training => "training",
+            Phase::Calibrating => "calibrating",
+            Phase::Fitting => "fitting",
+            Phase::Monitoring => "monitoring",
+        }
+    }
+}
+
+/// Errors of the detector layer.
+#[derive(Debug, thiserror::Error)]
+pub enum DetectorError {
+    #[error("invalid detector settings: {0}; fix the monitor file")]
+    Settings(#[from] FieldErrors),
+    #[error("the fit cannot run in the {} phase; it runs once calibration frames are complete", .0.as_str())]
+    NotReadyToFit(Phase),
+}
+
+/// A multivariate detector over aligned frames.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Detector {
+    settings: DetectorSettings,
+    width: usize,
+    phase: Phase,
+    training: Vec<Vec<f64>>,
+    calibration: Vec<Vec<f64>>,
+    fitted: Option<Fitted>,
+    alarm: AlarmState,
+    health_window: HealthWindow,
+    health: Option<ModelHealth>,
+    monitored_frames: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Fitted {
+    features: Features,
+    model: PcaModel,
+    calibration: Calibration,
+    /// The moving average of scores, carried from calibration into monitoring.
+    smoothed: Option<f64>,
+}
+
+impl Detector {
+    /// A fresh detector for frames of `width` required readings.
+    pub fn new(settings: DetectorSettings, width: usize) -> Result<Self, DetectorError> {
+        let mut errors = settings.validate("detector", width);
+        if width == 0 {
+            errors.push(crate::config::FieldError::new(
+                "readings",
+                "the detector needs at least one required reading",
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(FieldErrors(errors).into());
+        }
+        Ok(Self {
+            alarm: AlarmState::new(settings.alarm.clone()),
+            health_window: HealthWindow::new(settings.health_window),
+            training: Vec::with_capacity(settings.training_frames),
+            calibration: Vec::with_capacity(settings.calibration_frames),
+            settings,
+            width,
+            phase: Phase::Training,
+            fitted: None,
+            health: None,
+            monitored_frames: 0,
+        })
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn settings(&self) -> &DetectorSettings {
+        &self.settings
+    }
+
+    /// The calibrated threshold, once fitted.
+    pub fn threshold(&self) -> Option<f64> {
+        self.fitted.as_ref().map(|f| f.calibration.threshold)
+    }
+
+    /// The fitted model, once fitted.
+    pub fn model(&self) -> Option<&PcaModel> {
+        self.fitted.as_ref().map(|f| &f.model)
+    }
+
+    /// The last published model-health figures.
+    pub fn health(&self) -> Option<&ModelHealth> {
+        self.health.as_ref()
+    }
+
+    pub fn alarm_open(&self) -> bool {
+        self.alarm.is_open()
+    }
+
+    /// Frames still kept for the fit (training, calibration).
+    pub fn buffered_frames(&self) -> (usize, usize) {
+        (self.training.len(), self.calibration.len())
+    }
+
+    /// Offers one frame. In `Fitting` the fit runs first (a runtime that
+    /// checkpoints between phases calls `fit` itself before this).
+    pub fn process(&mut self, frame: &Frame) -> Outcome {
+        if let Err(rejection) = self.check(frame) {
+            return Outcome::Rejected(rejection);
+        }
+        match self.phase {
+            Phase::Training => {
+                self.training.push(frame.values.clone());
+                let changed = self.training.len() >= self.settings.training_frames;
+                if changed {
+                    self.phase = Phase::Calibrating;
+                }
+                Outcome::Buffered {
+                    phase: self.phase,
+                    phase_changed: changed,
+                }
+            }
+            Phase::Calibrating => {
+                self.calibration.push(frame.values.clone());
+                let changed = self.calibration.len() >= self.settings.calibration_frames;
+                if changed {
+                    self.phase = Phase::Fitting;
+                }
+                Outcome::Buffered {
+                    phase: self.phase,
+                    phase_changed: changed,
+                }
+            }
+            Phase::Fitting => {
+                self.run_fit();
+                self.score(frame)
+            }
+            Phase::Monitoring => self.score(frame),
+        }
+    }
+
+    /// Runs the static fit from the kept frames and starts monitoring. The
+    /// result depends only on those frames and the settings, so a fit
+    /// interrupted by a crash and rerun from a snapshot gives the same model.
+    pub fn fit(&mut self) -> Result<(), DetectorError> {
+        if self.phase != Phase::Fitting {
+            return Err(DetectorError::NotReadyToFit(self.phase));
+        }
+        self.run_fit();
+        Ok(())
+    }
+
+    /// Offline convenience: `process`, and run the fit as soon as it is due.
+    pub fn process_and_fit(&mut self, frame: &Frame) -> Outcome {
+        let outcome = self.process(frame);
+        if outcome.fit_due() {
+            self.run_fit();
+        }
+        outcome
+    }
+
+    fn check(&self, frame: &Frame) -> Result<(), Rejection> {
+        if frame.values.len() != self.width {
+            return Err(Rejection::WrongWidth {
+                expected: self.width,
+                got: frame.values.len(),
+            });
+        }
+        match frame.values.iter().position(|v| !v.is_finite()) {
+            Some(reading) => Err(Rejection::NonFinite { reading }),
+            None => Ok(()),
+        }
+    }
+
+    fn run_fit(&mut self) {
+        // Training and calibration frames pass through the feature state in
+        // arrival order, exactly as monitored frames will, and leave it where
+        // monitoring starts.
+        let spread = RobustScaler::fit(&self.training, self.width).scale;
+        let mut features = Features::new(
+            self.settings.feature_smoothing,
+            self.settings.level_tracking.clone(),
+            &spread,
+        );
+        let training: Vec<Vec<f64>> = self.training.iter().map(|row| features.next(row)).collect();
+        let model = PcaModel::fit(&training, self.width, self.settings.explained_variance);
+        let weight = self.settings.score_smoothing;
+        let mut smoothed = None;
+        let scores = self
+            .calibration
+            .iter()
+            .map(|row| {
+                let s = ewma(smoothed, model.score(&features.next(row)).combined, weight);
+                smoothed = Some(s);
+                s
+            })
+            .collect();
+        let calibration = Calibration::new(scores, self.settings.false_alarm_rate);
+        self.fitted = Some(Fitted {
+            features,
+            model,
+            calibration,
+            smoothed,
+        });
+        self.training = Vec::new();
+        self.calibration = Vec::new();
+        self.phase = Phase::Monitoring;
+    }
+
+    fn score(&mut self, frame: &Frame) -> Outcome {
+        let Some(fitted) = self.fitted.as_mut() else {
+            // Unreachable by construction: monitoring always has a fit.
+            return Outcome::Buffered {
+                phase: self.phase,
+                phase_changed: false,
+            };
+        };
+        let frame_score = fitted.model.score(&fitted.features.next(&frame.values));
+        let score = ewma(
+            fitted.smoothed,
+            frame_score.combined,
+            self.settings.score_smoothing,
+        );
+        fitted.smoothed = Some(score);
+        let threshold = fitted.calibration.threshold;
+        let p_value = fitted.calibration.p_value(score);
+        let flagged = fitted.calibration.flags(score);
+        let alarm_event = self.alarm.observe(frame.ts, flagged, score);
+        self.monitored_frames += 1;
+        self.health_window.push(flagged, score);
+        let health = if self
+            .monitored_frames
+            .is_multiple_of(self.settings.health_refresh_frames as u64)
+        {
+            let health = self.health_window.assess(
+                &fitted.calibration.scores,
+                self.settings.false_alarm_rate,
+                self.monitored_frames,
+            );
+            self.health = Some(health.clone());
+            Some(health)
+        } else {
+            None
+        };
+        let evidence = flagged.then(|| Evidence {
+            ts: frame.ts,
+            score,
+            threshold,
+            p_value,
+            contributions: frame_score.contributions,
+            alarm_seq: self.alarm.open_seq(),
+        });
+        Outcome::Scored(Box::new(Scored {
+            ts: frame.ts,
+            score,
+            raw_score: frame_score.combined,
+            threshold,
+            p_value,
+            flagged,
+            alarm_open: self.alarm.is_open(),
+            evidence,
+            alarm_event,
+            health,
+        }))
+    }
+}
+
+fn ewma(previous: Option<f64>, value: f64, weight: f64) -> f64 {
+    match previous {
+        Some(p) => weight * value + (1.0 - weight) * p,
+        None => value,
+    }
+}

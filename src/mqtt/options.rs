@@ -1,0 +1,254 @@
+//! Connection options of one monitor's MQTT client: the broker address from
+//! `RADAR_MQTT_URL`, a client id that no other worker or monitor shares, and
+//! the limits that keep ingestion bounded.
+
+use std::time::Duration;
+
+use rumqttc::MqttOptions;
+use uuid::Uuid;
+
+use super::{Backoff, MqttError};
+use crate::config::{Settings, mqtt_address};
+
+/// A topic of at most 1024 bytes (see the monitor config), packet id and
+/// headers: what a PUBLISH carries besides its payload.
+const PUBLISH_OVERHEAD: usize = 2 + 1024 + 2 + 5;
+/// The longest worker instance id kept in a client id.
+const MAX_WORKER_ID_LEN: usize = 64;
+/// Packets up to this size are read and, if their payload is too large,
+/// counted; only larger ones make the client library drop the connection.
+const MIN_PACKET_LIMIT: usize = 1024 * 1024;
+/// MQTT's own limit on a packet (the largest remaining length).
+const MQTT_PACKET_LIMIT: usize = 268_435_455;
+
+/// Where the broker listens. Only plain TCP for now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddress {
+    pub host: String,
+    pub port: u16,
+}
+
+impl BrokerAddress {
+    /// Parses `mqtt://host[:port]` with the same rules the worker settings
+    /// validate `RADAR_MQTT_URL` by; TLS URLs are refused as not supported yet.
+    pub fn parse(url: &str) -> Result<Self, MqttError> {
+        let (host, port) = mqtt_address(url).map_err(|reason| MqttError::BrokerUrl {
+            url: url.to_string(),
+            reason,
+        })?;
+        Ok(Self { host, port })
+    }
+}
+
+/// Everything one monitor's ingestion needs besides its topics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngestOptions {
+    /// Used in logs and error messages.
+    pub monitor: String,
+    pub broker: BrokerAddress,
+    pub client_id: String,
+    pub keep_alive: Duration,
+    /// Larger payloads are rejected and counted as `too_large`.
+    pub max_payload_bytes: usize,
+    /// The largest packet the client accepts at all. Between
+    /// `max_payload_bytes` and this the message is counted and dropped; above
+    /// it the client library drops the connection, so keep it generous.
+    pub max_packet_bytes: usize,
+    /// Capacity of the bounded queue between the network side and the model.
+    pub queue_capacity: usize,
+    pub backoff: Backoff,
+    /// How long to wait for CONNACK and, separately, for all SUBACKs.
+    pub handshake_timeout: Duration,
+}
+
+impl IngestOptions {
+    /// Options with defaults for a monitor of a worker instance.
+    pub fn new(
+        broker_url: &str,
+        worker_instance: &str,
+        monitor_id: Uuid,
+    ) -> Result<Self, MqttError> {
+        let max_payload_bytes = 4096;
+        Ok(Self {
+            monitor: monitor_id.to_string(),
+            broker: BrokerAddress::parse(broker_url)?,
+            client_id: client_id(worker_instance, monitor_id),
+            keep_alive: Duration::from_secs(30),
+            max_payload_bytes,
+            max_packet_bytes: packet_limit(max_payload_bytes),
+            queue_capacity: 1024,
+            backoff: Backoff::PRODUCTION,
+            handshake_timeout: Duration::from_secs(10),
+        })
+    }
+
+    /// Options from the worker settings (`RADAR_MQTT_URL`,
+    /// `RADAR_MQTT_MAX_MESSAGE_BYTES`, `RADAR_INGRESS_QUEUE_CAPACITY`).
+    /// `worker_instance` must be the one id of this process (call
+    /// `Settings::worker_id` once: without `RADAR_WORKER_ID` it is random).
+    pub fn from_settings(
+        settings: &Settings,
+        worker_instance: &str,
+        monitor_id: Uuid,
+    ) -> Result<Self, MqttError> {
+        let mut options = Self::new(&settings.mqtt_url, worker_instance, monitor_id)?;
+        options.max_payload_bytes = settings.mqtt_max_message_bytes;
+        options.max_packet_bytes = packet_limit(settings.mqtt_max_message_bytes);
+        options.queue_capacity = settings.ingress_queue_capacity;
+        options.validate()?;
+        Ok(options)
+    }
+
+    /// Checks the limits against each other.
+    pub fn validate(&self) -> Result<(), MqttError> {
+        let fail = |field, reason: String| Err(MqttError::Option { field, reason });
+        if self.queue_capacity == 0 {
+            return fail("queue_capacity", "must be at least 1".into());
+        }
+        if self.max_payload_bytes == 0 {
+            return fail("max_payload_bytes", "must be at least 1".into());
+        }
+        if self.max_packet_bytes < self.max_payload_bytes.saturating_add(PUBLISH_OVERHEAD) {
+            return fail(
+                "max_packet_bytes",
+                format!(
+                    "{} is too small for payloads of {} bytes plus topic and headers ({PUBLISH_OVERHEAD} bytes)",
+                    self.max_packet_bytes, self.max_payload_bytes
+                ),
+            );
+        }
+        if self.keep_alive < Duration::from_secs(1) {
+            return fail("keep_alive", "must be at least one second".into());
+        }
+        if self.handshake_timeout < Duration::from_secs(1) {
+            return fail("handshake_timeout", "must be at least one second".into());
+        }
+        Ok(())
+    }
+
+    /// The rumqttc options: clean session (the worker re-subscribes itself and
+    /// does not want a backlog from a previous life), packet limits raised
+    /// from rumqttc's 10 KiB default.
+    pub fn to_mqtt_options(&self) -> MqttOptions {
+        let mut options = MqttOptions::new(&self.client_id, &self.broker.host, self.broker.port);
+        options
+            .set_keep_alive(self.keep_alive)
+            .set_clean_session(true)
+            .set_max_packet_size(self.max_packet_bytes, self.max_packet_bytes);
+        options
+    }
+}
+
+/// A packet limit well above the payload limit, so oversized messages are
+/// counted rather than costing the connection.
+fn packet_limit(max_payload_bytes: usize) -> usize {
+    max_payload_bytes
+        .saturating_mul(4)
+        .saturating_add(PUBLISH_OVERHEAD)
+        .clamp(MIN_PACKET_LIMIT, MQTT_PACKET_LIMIT)
+}
+
+/// `radar-<worker instance>-<monitor id>`: unique per worker instance and
+/// monitor, so two overlapping workers (or two monitors of one worker) never
+/// take each other's session on the broker. The full monitor id is kept:
+/// a shortened one could collide and the broker would disconnect one client.
+pub fn client_id(worker_instance: &str, monitor_id: Uuid) -> String {
+    let worker: String = worker_instance
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(MAX_WORKER_ID_LEN)
+        .collect();
+    format!("radar-{worker}-{}", monitor_id.simple())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_mqtt_urls_parse_with_and_without_port() {
+        let a = BrokerAddress::parse("mqtt://127.0.0.1:1884").unwrap();
+        assert_eq!((a.host.as_str(), a.port), ("127.0.0.1", 1884));
+        let b = BrokerAddress::parse("mqtt://broker.local/").unwrap();
+        assert_eq!((b.host.as_str(), b.port), ("broker.local", 1883));
+    }
+
+    #[test]
+    fn tls_and_other_schemes_are_refused_saying_tls_is_not_supported() {
+        for url in [
+            "mqtts://h:8883",
+            "ssl://h:8883",
+            "http://h:1883",
+            "127.0.0.1:1883",
+        ] {
+            let reason = BrokerAddress::parse(url).unwrap_err().to_string();
+            assert!(reason.contains("TLS"), "{url}: {reason}");
+        }
+        assert!(BrokerAddress::parse("mqtt://user@h:1883").is_err());
+    }
+
+    #[test]
+    fn client_ids_differ_between_workers_and_between_monitors() {
+        let m1 = Uuid::from_u128(1);
+        let m2 = Uuid::from_u128(2);
+        assert_ne!(client_id("w1", m1), client_id("w2", m1));
+        assert_ne!(client_id("w1", m1), client_id("w1", m2));
+        assert_eq!(client_id("w 1/x", m1), format!("radar-w1x-{}", m1.simple()));
+    }
+
+    #[test]
+    fn defaults_are_valid_and_raise_the_packet_limit() {
+        let o = IngestOptions::new("mqtt://127.0.0.1:1883", "w", Uuid::from_u128(7)).unwrap();
+        o.validate().unwrap();
+        let m = o.to_mqtt_options();
+        assert_eq!(m.max_packet_size(), 1024 * 1024);
+        assert!(m.clean_session());
+        assert_eq!(m.keep_alive(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_packet_limit_grows_with_the_payload_limit_up_to_mqtts_own() {
+        assert_eq!(packet_limit(4096), MIN_PACKET_LIMIT);
+        assert_eq!(
+            packet_limit(1024 * 1024),
+            4 * 1024 * 1024 + PUBLISH_OVERHEAD
+        );
+        assert_eq!(packet_limit(MQTT_PACKET_LIMIT), MQTT_PACKET_LIMIT);
+    }
+
+    #[test]
+    fn worker_settings_set_url_limits_and_queue_capacity() {
+        let vars: crate::config::EnvVars = [
+            ("RADAR_MQTT_URL", "mqtt://10.1.2.3:1999"),
+            ("RADAR_MQTT_MAX_MESSAGE_BYTES", "2048"),
+            ("RADAR_INGRESS_QUEUE_CAPACITY", "77"),
+            // Never read the repository's settings file from a unit test.
+            ("RADAR_CONFIG_FILE", "/dev/null"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let no_flags = figment::providers::Serialized::defaults(serde_json::json!({}));
+        let loaded = Settings::load(&vars, no_flags).unwrap();
+        let o = IngestOptions::from_settings(&loaded.settings, "w-1", Uuid::from_u128(9)).unwrap();
+        assert_eq!((o.broker.host.as_str(), o.broker.port), ("10.1.2.3", 1999));
+        assert_eq!((o.max_payload_bytes, o.queue_capacity), (2048, 77));
+        assert_eq!(o.client_id, client_id("w-1", Uuid::from_u128(9)));
+    }
+
+    #[test]
+    fn a_packet_limit_below_the_payload_limit_is_refused() {
+        let mut o = IngestOptions::new("mqtt://h", "w", Uuid::from_u128(7)).unwrap();
+        o.max_packet_bytes = o.max_payload_bytes;
+        assert!(matches!(
+            o.validate(),
+            Err(MqttError::Option {
+                field: "max_packet_bytes",
+                ..
+            })
+        ));
+        o.max_packet_bytes = 1024 * 1024;
+        o.queue_capacity = 0;
+        assert!(o.validate().is_err());
+    }
+}

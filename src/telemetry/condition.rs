@@ -1,0 +1,356 @@
+//! A monitor's condition as the health side sees it, and the one state that
+//! follows from it. Pure: the runtime reports facts (connected, stalled,
+//! a terminal exit) and the state is derived, so no two reports can leave
+//! the monitor in a contradictory state.
+
+use serde::Serialize;
+
+use crate::runtime::ExitReason;
+
+/// The state `/readyz`, the `radar.monitor.state` gauge and the status table
+/// show. Only `Connected` is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MonitorState {
+    /// Admitted, not yet connected (restoring, taking the initial snapshot,
+    /// subscribing).
+    Starting,
+    /// Every required subscription acknowledged and the model advancing.
+    Connected,
+    /// The connection dropped after it was established; reconnecting.
+    Disconnected,
+    /// The model stopped advancing (checkpoint stall or a stuck operation).
+    Stalled,
+    /// Terminal: the monitor could not start (e.g. a snapshot was rejected).
+    StartupFailed,
+    /// Terminal: another worker committed a successor snapshot.
+    OwnershipLost,
+    /// Terminal: a fatal uncertain update; no checkpoint is exported again.
+    Quarantined,
+    /// Terminal: stopped on request.
+    Stopped,
+    /// Ended by a transient failure; the supervisor starts it again after a
+    /// backoff (re-admitting it on the board as `starting`).
+    Failed,
+}
+
+impl MonitorState {
+    pub const ALL: [MonitorState; 9] = [
+        Self::Starting,
+        Self::Connected,
+        Self::Disconnected,
+        Self::Stalled,
+        Self::StartupFailed,
+        Self::OwnershipLost,
+        Self::Quarantined,
+        Self::Stopped,
+        Self::Failed,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Connected => "connected",
+            Self::Disconnected => "disconnected",
+            Self::Stalled => "stalled",
+            Self::StartupFailed => "startup_failed",
+            Self::OwnershipLost => "ownership_lost",
+            Self::Quarantined => "quarantined",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::StartupFailed | Self::OwnershipLost | Self::Quarantined | Self::Stopped
+        )
+    }
+}
+
+impl std::fmt::Display for MonitorState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&ExitReason> for MonitorState {
+    fn from(exit: &ExitReason) -> Self {
+        match exit {
+            ExitReason::Stopped => Self::Stopped,
+            ExitReason::OwnershipLost { .. } => Self::OwnershipLost,
+            ExitReason::Quarantined { .. } => Self::Quarantined,
+            ExitReason::StartupFailed { .. } => Self::StartupFailed,
+            ExitReason::Failed { .. } => Self::Failed,
+        }
+    }
+}
+
+/// The operator-facing reason carried by an exit.
+fn exit_detail(exit: &ExitReason) -> &str {
+    match exit {
+        ExitReason::Stopped => "stopped on request",
+        ExitReason::OwnershipLost { detail } | ExitReason::Quarantined { detail } => detail,
+        ExitReason::StartupFailed { reason } => reason,
+        ExitReason::Failed { error } => error,
+    }
+}
+
+/// Whether this worker holds the monitor's fencing token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ownership {
+    /// No snapshot won or loaded yet (also for the whole life of a worker
+    /// started with database writes disabled).
+    #[default]
+    Pending,
+    Held,
+    Lost,
+}
+
+/// The facts reported about one monitor.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Condition {
+    connected: bool,
+    /// Distinguishes "not connected yet" (starting) from "dropped".
+    was_connected: bool,
+    disconnect_detail: String,
+    stall: Option<String>,
+    /// The first exit wins: a quarantined monitor that then stops stays
+    /// reported as quarantined.
+    exit: Option<ExitReason>,
+    ownership: Ownership,
+}
+
+impl Condition {
+    pub fn state(&self) -> MonitorState {
+        if let Some(exit) = &self.exit {
+            return exit.into();
+        }
+        if self.stall.is_some() {
+            return MonitorState::Stalled;
+        }
+        match (self.connected, self.was_connected) {
+            (true, _) => MonitorState::Connected,
+            (false, true) => MonitorState::Disconnected,
+            (false, false) => MonitorState::Starting,
+        }
+    }
+
+    /// Why the monitor is in its state; empty when connected.
+    pub fn detail(&self) -> &str {
+        if let Some(exit) = &self.exit {
+            return exit_detail(exit);
+        }
+        if let Some(detail) = &self.stall {
+            return detail;
+        }
+        if self.connected {
+            ""
+        } else {
+            &self.disconnect_detail
+        }
+    }
+
+    pub fn connected(&self) -> bool {
+        self.connected
+    }
+
+    pub fn ownership(&self) -> Ownership {
+        self.ownership
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.state() == MonitorState::Connected
+    }
+
+    /// Every required subscription was acknowledged.
+    pub fn connect(&mut self) {
+        self.connected = true;
+        self.was_connected = true;
+        self.disconnect_detail.clear();
+    }
+
+    /// The connection is down or a subscription was refused.
+    pub fn disconnect(&mut self, detail: impl Into<String>) {
+        self.connected = false;
+        self.disconnect_detail = detail.into();
+    }
+
+    pub fn stall(&mut self, detail: impl Into<String>) {
+        self.stall = Some(detail.into());
+    }
+
+    pub fn clear_stall(&mut self) {
+        self.stall = None;
+    }
+
+    /// Ends the monitor. Ownership loss also clears the held token, and the
+    /// connection is no longer reported as up once the monitor has exited.
+    pub fn exit(&mut self, exit: &ExitReason) {
+        if matches!(exit, ExitReason::OwnershipLost { .. }) {
+            self.ownership = Ownership::Lost;
+        }
+        if self.exit.is_none() {
+            self.exit = Some(exit.clone());
+        }
+        self.connected = false;
+    }
+
+    /// The initial snapshot was won or a snapshot was restored.
+    pub fn hold_ownership(&mut self) {
+        if self.ownership == Ownership::Pending {
+            self.ownership = Ownership::Held;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_monitor_is_starting_and_not_ready() {
+        let c = Condition::default();
+        assert_eq!(c.state(), MonitorState::Starting);
+        assert!(!c.is_ready());
+    }
+
+    #[test]
+    fn a_dropped_connection_is_disconnected_with_its_detail_until_it_recovers() {
+        let mut c = Condition::default();
+        c.connect();
+        assert!(c.is_ready());
+        assert_eq!(c.detail(), "");
+        c.disconnect("broker closed the connection");
+        assert_eq!(c.state(), MonitorState::Disconnected);
+        assert_eq!(c.detail(), "broker closed the connection");
+        c.connect();
+        assert_eq!(c.state(), MonitorState::Connected);
+        assert_eq!(c.detail(), "");
+    }
+
+    #[test]
+    fn a_stall_hides_the_connection_until_cleared() {
+        let mut c = Condition::default();
+        c.connect();
+        c.stall("no checkpoint committed for 31 s");
+        assert_eq!(c.state(), MonitorState::Stalled);
+        assert!(c.connected());
+        assert!(!c.is_ready());
+        c.clear_stall();
+        assert!(c.is_ready());
+    }
+
+    #[test]
+    fn the_first_exit_wins_and_reconnecting_cannot_revive_the_monitor() {
+        let mut c = Condition::default();
+        c.connect();
+        c.exit(&ExitReason::Quarantined {
+            detail: "node f failed mid-update".into(),
+        });
+        c.exit(&ExitReason::Stopped);
+        c.connect();
+        assert_eq!(c.state(), MonitorState::Quarantined);
+        assert_eq!(c.detail(), "node f failed mid-update");
+        assert!(!c.is_ready());
+    }
+
+    #[test]
+    fn losing_ownership_drops_the_held_token_for_good() {
+        let mut c = Condition::default();
+        c.hold_ownership();
+        assert_eq!(c.ownership(), Ownership::Held);
+        c.exit(&ExitReason::OwnershipLost {
+            detail: "successor committed".into(),
+        });
+        c.hold_ownership();
+        assert_eq!(c.ownership(), Ownership::Lost);
+        assert_eq!(c.state(), MonitorState::OwnershipLost);
+        assert!(!c.connected());
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Report {
+        Connect,
+        Disconnect,
+        Stall,
+        ClearStall,
+        Exit(ExitReason),
+        HoldOwnership,
+    }
+
+    fn report() -> impl Strategy<Value = Report> {
+        prop_oneof![
+            Just(Report::Connect),
+            Just(Report::Disconnect),
+            Just(Report::Stall),
+            Just(Report::ClearStall),
+            prop_oneof![
+                Just(ExitReason::StartupFailed {
+                    reason: "bad key".into()
+                }),
+                Just(ExitReason::OwnershipLost {
+                    detail: "successor".into()
+                }),
+                Just(ExitReason::Quarantined {
+                    detail: "uncertain".into()
+                }),
+                Just(ExitReason::Stopped),
+                Just(ExitReason::Failed {
+                    error: "db down".into()
+                }),
+            ]
+            .prop_map(Report::Exit),
+            Just(Report::HoldOwnership),
+        ]
+    }
+
+    fn apply(c: &mut Condition, r: &Report) {
+        match r {
+            Report::Connect => c.connect(),
+            Report::Disconnect => c.disconnect("down"),
+            Report::Stall => c.stall("stuck"),
+            Report::ClearStall => c.clear_stall(),
+            Report::Exit(e) => c.exit(e),
+            Report::HoldOwnership => c.hold_ownership(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn once_exited_a_monitor_keeps_its_first_exit_and_is_never_ready(
+            reports in proptest::collection::vec(report(), 0..40),
+        ) {
+            let mut c = Condition::default();
+            let mut first_exit: Option<ExitReason> = None;
+            for r in &reports {
+                apply(&mut c, r);
+                if let Report::Exit(e) = r {
+                    first_exit.get_or_insert_with(|| e.clone());
+                }
+                prop_assert_eq!(c.is_ready(), c.state() == MonitorState::Connected);
+                if let Some(exit) = &first_exit {
+                    prop_assert_eq!(c.state(), MonitorState::from(exit));
+                    prop_assert_eq!(c.state().is_terminal(), exit.is_terminal());
+                    prop_assert!(!c.is_ready());
+                }
+                if c.is_ready() {
+                    prop_assert!(c.connected());
+                    prop_assert_eq!(c.detail(), "");
+                }
+                if c.ownership() == Ownership::Lost {
+                    let lost = |r: &Report| matches!(r, Report::Exit(ExitReason::OwnershipLost { .. }));
+                    prop_assert!(reports.iter().any(lost));
+                }
+            }
+        }
+    }
+}

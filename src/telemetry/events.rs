@@ -1,0 +1,437 @@
+//! Internal events: each occurrence worth telling an operator about is a
+//! struct whose `emit` writes its log line and records its metrics, so a call
+//! site is one line (`monitor.emit(AlarmOpened)`) and names stay consistent.
+//! Logs carry `monitor_id` as a field; per-observation events log at `trace`
+//! so a busy stream cannot flood the log. No payload value is ever logged.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tracing::{debug, error, info, trace, warn};
+
+use super::{
+    handle::MonitorTelemetry,
+    labels::{CheckpointFailure, DetectorPhase, ModelOperation, RejectReason, key},
+    readiness::Recovery,
+};
+use crate::{
+    coverage::GapCause,
+    mqtt::ConnectionEvent,
+    runtime::{ExitReason, Trigger},
+};
+
+/// Something that happened to a monitor.
+pub trait InternalEvent {
+    fn emit(self, monitor: &MonitorTelemetry);
+}
+
+/// MQTT messages arrived for the monitor's readings.
+#[derive(Debug, Clone, Copy)]
+pub struct ObservationsReceived {
+    pub count: u64,
+}
+
+impl InternalEvent for ObservationsReceived {
+    fn emit(self, m: &MonitorTelemetry) {
+        trace!(monitor_id = %m.id(), count = self.count, "Observations received.");
+        m.instruments
+            .observations_received
+            .add(self.count, m.attrs());
+    }
+}
+
+/// Alignment admitted observations.
+#[derive(Debug, Clone, Copy)]
+pub struct ObservationsAccepted {
+    pub count: u64,
+}
+
+impl InternalEvent for ObservationsAccepted {
+    fn emit(self, m: &MonitorTelemetry) {
+        trace!(monitor_id = %m.id(), count = self.count, "Observations accepted.");
+        m.instruments
+            .observations_accepted
+            .add(self.count, m.attrs());
+    }
+}
+
+/// Messages or observations discarded for one reason.
+#[derive(Debug, Clone, Copy)]
+pub struct ObservationsRejected {
+    pub reason: RejectReason,
+    pub count: u64,
+}
+
+impl InternalEvent for ObservationsRejected {
+    fn emit(self, m: &MonitorTelemetry) {
+        debug!(
+            monitor_id = %m.id(),
+            reason = self.reason.as_str(),
+            count = self.count,
+            "Observations rejected."
+        );
+        m.instruments
+            .observations_rejected
+            .add(self.count, &m.attrs_with(key::REASON, self.reason.as_str()));
+        if self.reason == RejectReason::Stale {
+            m.count_stale(self.count);
+        }
+    }
+}
+
+/// Aligned frames handed to the detector.
+#[derive(Debug, Clone, Copy)]
+pub struct FramesEmitted {
+    pub count: u64,
+}
+
+impl InternalEvent for FramesEmitted {
+    fn emit(self, m: &MonitorTelemetry) {
+        trace!(monitor_id = %m.id(), count = self.count, "Frames emitted.");
+        m.instruments.frames_emitted.add(self.count, m.attrs());
+    }
+}
+
+/// The detector scored one frame while monitoring.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameScored {
+    pub score: f64,
+    pub flagged: bool,
+}
+
+impl InternalEvent for FrameScored {
+    fn emit(self, m: &MonitorTelemetry) {
+        trace!(monitor_id = %m.id(), score = self.score, flagged = self.flagged, "Frame scored.");
+        if self.score.is_finite() {
+            m.instruments.frame_score.record(self.score, m.attrs());
+        }
+        if self.flagged {
+            m.instruments.frames_flagged.add(1, m.attrs());
+        }
+    }
+}
+
+/// The alarm rule opened an alarm.
+#[derive(Debug, Clone, Copy)]
+pub struct AlarmOpened;
+
+impl InternalEvent for AlarmOpened {
+    fn emit(self, m: &MonitorTelemetry) {
+        warn!(monitor_id = %m.id(), monitor_name = m.name(), "Alarm opened.");
+        m.instruments.alarms_opened.add(1, m.attrs());
+    }
+}
+
+/// The detector returned to normal and closed the open alarm.
+#[derive(Debug, Clone, Copy)]
+pub struct AlarmClosed;
+
+impl InternalEvent for AlarmClosed {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(monitor_id = %m.id(), monitor_name = m.name(), "Alarm closed.");
+        m.instruments.alarms_closed.add(1, m.attrs());
+    }
+}
+
+/// The model thread finished one operation.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelOperationFinished {
+    pub operation: ModelOperation,
+    pub duration: Duration,
+}
+
+impl InternalEvent for ModelOperationFinished {
+    fn emit(self, m: &MonitorTelemetry) {
+        trace!(
+            monitor_id = %m.id(),
+            operation = self.operation.as_str(),
+            seconds = self.duration.as_secs_f64(),
+            "Model operation finished."
+        );
+        m.instruments.model_operation_duration.record(
+            self.duration.as_secs_f64(),
+            &m.attrs_with(key::OPERATION, self.operation.as_str()),
+        );
+    }
+}
+
+/// A snapshot committed. A commit proves this worker holds the fencing token
+/// and restarts the snapshot age.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckpointCommitted {
+    pub trigger: Trigger,
+    pub duration: Duration,
+    pub bytes: u64,
+    pub saved_at: DateTime<Utc>,
+}
+
+impl InternalEvent for CheckpointCommitted {
+    fn emit(self, m: &MonitorTelemetry) {
+        debug!(
+            monitor_id = %m.id(),
+            trigger = self.trigger.as_str(),
+            seconds = self.duration.as_secs_f64(),
+            bytes = self.bytes,
+            "Checkpoint committed."
+        );
+        m.instruments
+            .checkpoint_commits
+            .add(1, &m.attrs_with(key::TRIGGER, self.trigger.as_str()));
+        m.instruments
+            .checkpoint_duration
+            .record(self.duration.as_secs_f64(), m.attrs());
+        m.instruments.checkpoint_size.record(self.bytes, m.attrs());
+        m.hold_ownership();
+        m.set_snapshot_saved_at(self.saved_at);
+    }
+}
+
+/// A checkpoint attempt did not commit; pending results stay queued.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckpointFailed<'a> {
+    pub reason: CheckpointFailure,
+    /// The error as the operator should read it (no payload values).
+    pub error: &'a str,
+}
+
+impl InternalEvent for CheckpointFailed<'_> {
+    fn emit(self, m: &MonitorTelemetry) {
+        warn!(
+            monitor_id = %m.id(),
+            reason = self.reason.as_str(),
+            error = self.error,
+            "Checkpoint failed; pending results stay queued."
+        );
+        m.instruments
+            .checkpoint_failures
+            .add(1, &m.attrs_with(key::REASON, self.reason.as_str()));
+    }
+}
+
+/// A verified snapshot was restored at start. Restoring proves ownership
+/// until a successor commits; the figures become recovery metadata.
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotRestored {
+    pub restored_processed: u64,
+    pub saved_at: DateTime<Utc>,
+    pub partial_frames_cleared: u64,
+}
+
+impl InternalEvent for SnapshotRestored {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(
+            monitor_id = %m.id(),
+            restored_processed = self.restored_processed,
+            saved_at = %self.saved_at,
+            partial_frames_cleared = self.partial_frames_cleared,
+            "Snapshot restored; input since its save time is not replayed."
+        );
+        m.hold_ownership();
+        m.set_snapshot_saved_at(self.saved_at);
+        m.set_recovery(Recovery {
+            restored_processed: self.restored_processed,
+            partial_frames_cleared: self.partial_frames_cleared,
+            possible_gap: None,
+        });
+    }
+}
+
+/// The first new frame after a restore measured the possible coverage gap.
+#[derive(Debug, Clone, Copy)]
+pub struct PossibleGapMeasured {
+    pub gap: Duration,
+}
+
+impl InternalEvent for PossibleGapMeasured {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(
+            monitor_id = %m.id(),
+            seconds = self.gap.as_secs_f64(),
+            "Recovery left a possible coverage gap."
+        );
+        m.set_possible_gap(self.gap);
+    }
+}
+
+/// The monitor won the initial snapshot insert (or otherwise took the
+/// fencing token without a restore or a later commit to show for it).
+#[derive(Debug, Clone, Copy)]
+pub struct OwnershipAcquired;
+
+impl InternalEvent for OwnershipAcquired {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(monitor_id = %m.id(), "Ownership acquired.");
+        m.hold_ownership();
+    }
+}
+
+/// The monitor's actors stopped. Terminal reasons keep the monitor on the
+/// board (and the worker not ready) until it is removed; a transient
+/// failure shows as `failed` until the supervisor re-admits it.
+#[derive(Debug, Clone, Copy)]
+pub struct MonitorExited<'a> {
+    pub reason: &'a ExitReason,
+}
+
+impl InternalEvent for MonitorExited<'_> {
+    fn emit(self, m: &MonitorTelemetry) {
+        let id = m.id();
+        match self.reason {
+            ExitReason::Stopped => info!(monitor_id = %id, "Monitor stopped."),
+            ExitReason::OwnershipLost { detail } => error!(
+                monitor_id = %id,
+                detail = %detail,
+                "Ownership lost to another worker; the monitor stops here and its pending results are not written."
+            ),
+            ExitReason::Quarantined { detail } => error!(
+                monitor_id = %id,
+                detail = %detail,
+                "Monitor quarantined; no checkpoint will be exported."
+            ),
+            ExitReason::StartupFailed { reason } => error!(
+                monitor_id = %id,
+                reason = %reason,
+                "Monitor failed to start; an operator must act (see the reason)."
+            ),
+            ExitReason::Failed { error } => warn!(
+                monitor_id = %id,
+                error = %error,
+                "Monitor failed; the supervisor restarts it after a backoff."
+            ),
+        }
+        m.exit(self.reason);
+    }
+}
+
+/// A change reported by the MQTT reconnect owner. The owner logs these
+/// itself, so this only updates the board and the counters (and logs at
+/// `debug`).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionChanged<'a>(pub &'a ConnectionEvent);
+
+impl InternalEvent for ConnectionChanged<'_> {
+    fn emit(self, m: &MonitorTelemetry) {
+        debug!(monitor_id = %m.id(), event = ?self.0, "Connection changed.");
+        match self.0 {
+            ConnectionEvent::Connected { .. } => m.connect(),
+            ConnectionEvent::Disconnected { reason, .. } => m.disconnect(reason),
+            ConnectionEvent::SubscriptionRefused {
+                topic,
+                required: true,
+                ..
+            } => m.disconnect(&format!("the broker refused the subscription to {topic}")),
+            ConnectionEvent::SubscriptionRefused {
+                required: false, ..
+            } => {}
+            ConnectionEvent::Retrying { reason, .. } => {
+                m.disconnect(reason);
+                m.instruments.mqtt_reconnect_attempts.add(1, m.attrs());
+            }
+            ConnectionEvent::Stopped { .. } => m.disconnect("ingestion stopped"),
+        }
+    }
+}
+
+/// Every required subscription was acknowledged with a success code.
+#[derive(Debug, Clone, Copy)]
+pub struct MqttConnected;
+
+impl InternalEvent for MqttConnected {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(monitor_id = %m.id(), "Connected; every subscription acknowledged.");
+        m.connect();
+    }
+}
+
+/// The connection dropped or a subscription was refused.
+#[derive(Debug, Clone, Copy)]
+pub struct MqttDisconnected<'a> {
+    pub detail: &'a str,
+}
+
+impl InternalEvent for MqttDisconnected<'_> {
+    fn emit(self, m: &MonitorTelemetry) {
+        warn!(monitor_id = %m.id(), detail = self.detail, "Disconnected from the broker.");
+        m.disconnect(self.detail);
+    }
+}
+
+/// The reconnect owner is about to try again.
+#[derive(Debug, Clone, Copy)]
+pub struct ReconnectAttempted {
+    /// 1 for the first attempt after the drop.
+    pub attempt: u64,
+    /// The wait before this attempt.
+    pub delay: Duration,
+}
+
+impl InternalEvent for ReconnectAttempted {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(
+            monitor_id = %m.id(),
+            attempt = self.attempt,
+            delay_seconds = self.delay.as_secs_f64(),
+            "Reconnecting to the broker."
+        );
+        m.instruments.mqtt_reconnect_attempts.add(1, m.attrs());
+    }
+}
+
+/// A coverage gap closed; its length is added under its cause.
+#[derive(Debug, Clone, Copy)]
+pub struct CoverageGapClosed {
+    pub cause: GapCause,
+    pub duration: Duration,
+}
+
+impl InternalEvent for CoverageGapClosed {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(
+            monitor_id = %m.id(),
+            cause = self.cause.as_str(),
+            seconds = self.duration.as_secs_f64(),
+            "Coverage gap closed."
+        );
+        m.instruments.coverage_gap_duration.add(
+            self.duration.as_secs_f64(),
+            &m.attrs_with(key::CAUSE, self.cause.as_str()),
+        );
+    }
+}
+
+/// The detector entered a phase (also reported once at start).
+#[derive(Debug, Clone, Copy)]
+pub struct DetectorPhaseChanged {
+    pub phase: DetectorPhase,
+}
+
+impl InternalEvent for DetectorPhaseChanged {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(monitor_id = %m.id(), phase = self.phase.as_str(), "Detector phase changed.");
+        m.set_phase(self.phase);
+    }
+}
+
+/// The model stopped advancing (checkpoint stall or a stuck operation).
+#[derive(Debug, Clone, Copy)]
+pub struct MonitorStalled<'a> {
+    pub detail: &'a str,
+}
+
+impl InternalEvent for MonitorStalled<'_> {
+    fn emit(self, m: &MonitorTelemetry) {
+        warn!(monitor_id = %m.id(), detail = self.detail, "Monitor stalled.");
+        m.stall(self.detail);
+    }
+}
+
+/// The model advances again.
+#[derive(Debug, Clone, Copy)]
+pub struct MonitorStallCleared;
+
+impl InternalEvent for MonitorStallCleared {
+    fn emit(self, m: &MonitorTelemetry) {
+        info!(monitor_id = %m.id(), "Monitor advancing again.");
+        m.clear_stall();
+    }
+}

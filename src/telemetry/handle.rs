@@ -1,0 +1,162 @@
+//! The handles the runtime holds: [`Telemetry`] for the worker and
+//! [`MonitorTelemetry`] for one monitor. Both are cheap to clone and safe to
+//! share across threads; events are emitted through a monitor handle.
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::Duration,
+};
+
+use chrono::{DateTime, Utc};
+use opentelemetry::{KeyValue, metrics::Meter};
+use uuid::Uuid;
+
+use crate::runtime::ExitReason;
+
+use super::{
+    events::InternalEvent,
+    instruments::Instruments,
+    labels::DetectorPhase,
+    readiness::{Board, Recovery, Slot},
+};
+
+/// The worker's telemetry: its instruments and its monitor board.
+#[derive(Debug, Clone)]
+pub struct Telemetry {
+    instruments: Arc<Instruments>,
+    board: Board,
+}
+
+/// The instrumentation scope name of every radar metric.
+pub const METER_NAME: &str = "radar";
+
+impl Telemetry {
+    /// Builds the instruments on `meter`, with a fresh board.
+    pub fn new(meter: &Meter) -> Self {
+        let board = Board::new();
+        Self {
+            instruments: Arc::new(Instruments::new(meter, &board)),
+            board,
+        }
+    }
+
+    /// Uses the globally installed meter provider (a no-op if none is): call
+    /// after installing the provider, since instruments bind at creation.
+    pub fn global() -> Self {
+        Self::new(&opentelemetry::global::meter(METER_NAME))
+    }
+
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
+    /// Admits a monitor: it appears on the board as `starting` (replacing any
+    /// earlier entry with the same id) and the returned handle records its
+    /// metrics, labelled with `monitor.id` and `monitor.name`.
+    pub fn monitor(&self, id: Uuid, name: &str) -> MonitorTelemetry {
+        MonitorTelemetry {
+            instruments: self.instruments.clone(),
+            slot: self.board.admit(id, name),
+        }
+    }
+
+    /// Takes a monitor off the board once it is no longer admitted here.
+    pub fn remove_monitor(&self, id: Uuid) -> bool {
+        self.board.remove(id)
+    }
+}
+
+/// One monitor's telemetry handle.
+#[derive(Debug, Clone)]
+pub struct MonitorTelemetry {
+    pub(crate) instruments: Arc<Instruments>,
+    pub(crate) slot: Arc<Slot>,
+}
+
+impl MonitorTelemetry {
+    pub fn id(&self) -> Uuid {
+        self.slot.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.slot.name
+    }
+
+    /// Records `event`: its log line and its metrics.
+    pub fn emit(&self, event: impl InternalEvent) {
+        event.emit(self);
+    }
+
+    /// The current depth of the ingress queue. Lock-free: the network side
+    /// may call it per message.
+    pub fn set_queue_depth(&self, depth: usize) {
+        self.slot.queue_depth.store(depth as u64, Ordering::Relaxed);
+    }
+
+    pub fn set_queue_capacity(&self, capacity: usize) {
+        self.slot
+            .queue_capacity
+            .store(capacity as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn attrs(&self) -> &[KeyValue; 2] {
+        &self.slot.attrs
+    }
+
+    /// `monitor.id`, `monitor.name` and one more attribute.
+    pub(crate) fn attrs_with(&self, key: &'static str, value: &'static str) -> [KeyValue; 3] {
+        [
+            self.slot.attrs[0].clone(),
+            self.slot.attrs[1].clone(),
+            KeyValue::new(key, value),
+        ]
+    }
+
+    pub(crate) fn connect(&self) {
+        self.slot.condition().connect();
+    }
+
+    pub(crate) fn disconnect(&self, detail: &str) {
+        self.slot.condition().disconnect(detail);
+    }
+
+    pub(crate) fn stall(&self, detail: &str) {
+        self.slot.condition().stall(detail);
+    }
+
+    pub(crate) fn clear_stall(&self) {
+        self.slot.condition().clear_stall();
+    }
+
+    pub(crate) fn exit(&self, exit: &ExitReason) {
+        self.slot.condition().exit(exit);
+    }
+
+    pub(crate) fn hold_ownership(&self) {
+        self.slot.condition().hold_ownership();
+    }
+
+    pub(crate) fn set_phase(&self, phase: DetectorPhase) {
+        self.slot.figures().phase = Some(phase);
+    }
+
+    pub(crate) fn set_snapshot_saved_at(&self, saved_at: DateTime<Utc>) {
+        self.slot.figures().snapshot_saved_at = Some(saved_at);
+    }
+
+    pub(crate) fn set_recovery(&self, recovery: Recovery) {
+        self.slot.figures().recovery = Some(recovery);
+    }
+
+    pub(crate) fn set_possible_gap(&self, gap: Duration) {
+        let mut figures = self.slot.figures();
+        figures
+            .recovery
+            .get_or_insert_with(Recovery::default)
+            .possible_gap = Some(gap);
+    }
+
+    pub(crate) fn count_stale(&self, n: u64) {
+        self.slot.stale_rejected.fetch_add(n, Ordering::Relaxed);
+    }
+}

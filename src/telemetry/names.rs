@@ -1,0 +1,293 @@
+//! Every metric radar records, named once. Names follow the OpenTelemetry
+//! conventions (dotted, `radar.` prefix, unit in the unit field, no `_total`);
+//! a Prometheus exporter derives its own spelling from them (see
+//! [`Metric::prometheus_name`]).
+
+/// The closed list of radar's metrics. Adding one here is the only way to
+/// add a metric: [`super::Instruments`] builds exactly these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Metric {
+    ObservationsReceived,
+    ObservationsAccepted,
+    ObservationsRejected,
+    FramesEmitted,
+    FramesFlagged,
+    FrameScore,
+    AlarmsOpened,
+    AlarmsClosed,
+    IngressQueueDepth,
+    IngressQueueCapacity,
+    ModelOperationDuration,
+    CheckpointCommits,
+    CheckpointFailures,
+    CheckpointDuration,
+    CheckpointSize,
+    SnapshotAge,
+    OwnershipHeld,
+    Quarantined,
+    MonitorState,
+    MqttConnected,
+    MqttReconnectAttempts,
+    CoverageGapDuration,
+    RecoveryRestoredProcessed,
+    RecoveryPossibleGap,
+    RecoveryPartialFramesCleared,
+    RecoveryStaleRejected,
+    DetectorPhase,
+}
+
+/// How an instrument aggregates, which decides its Prometheus type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Monotonic sum (Prometheus `counter`, name gets `_total`).
+    Counter,
+    /// Distribution (Prometheus `histogram`).
+    Histogram,
+    /// Current value read from the monitor board at collection time.
+    Gauge,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 27] = [
+        Self::ObservationsReceived,
+        Self::ObservationsAccepted,
+        Self::ObservationsRejected,
+        Self::FramesEmitted,
+        Self::FramesFlagged,
+        Self::FrameScore,
+        Self::AlarmsOpened,
+        Self::AlarmsClosed,
+        Self::IngressQueueDepth,
+        Self::IngressQueueCapacity,
+        Self::ModelOperationDuration,
+        Self::CheckpointCommits,
+        Self::CheckpointFailures,
+        Self::CheckpointDuration,
+        Self::CheckpointSize,
+        Self::SnapshotAge,
+        Self::OwnershipHeld,
+        Self::Quarantined,
+        Self::MonitorState,
+        Self::MqttConnected,
+        Self::MqttReconnectAttempts,
+        Self::CoverageGapDuration,
+        Self::RecoveryRestoredProcessed,
+        Self::RecoveryPossibleGap,
+        Self::RecoveryPartialFramesCleared,
+        Self::RecoveryStaleRejected,
+        Self::DetectorPhase,
+    ];
+
+    /// The OpenTelemetry instrument name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ObservationsReceived => "radar.observations.received",
+            Self::ObservationsAccepted => "radar.observations.accepted",
+            Self::ObservationsRejected => "radar.observations.rejected",
+            Self::FramesEmitted => "radar.frames.emitted",
+            Self::FramesFlagged => "radar.frames.flagged",
+            Self::FrameScore => "radar.frame.score",
+            Self::AlarmsOpened => "radar.alarms.opened",
+            Self::AlarmsClosed => "radar.alarms.closed",
+            Self::IngressQueueDepth => "radar.ingress.queue.depth",
+            Self::IngressQueueCapacity => "radar.ingress.queue.capacity",
+            Self::ModelOperationDuration => "radar.model.operation.duration",
+            Self::CheckpointCommits => "radar.checkpoint.commits",
+            Self::CheckpointFailures => "radar.checkpoint.failures",
+            Self::CheckpointDuration => "radar.checkpoint.duration",
+            Self::CheckpointSize => "radar.checkpoint.size",
+            Self::SnapshotAge => "radar.snapshot.age",
+            Self::OwnershipHeld => "radar.ownership.held",
+            Self::Quarantined => "radar.quarantined",
+            Self::MonitorState => "radar.monitor.state",
+            Self::MqttConnected => "radar.mqtt.connected",
+            Self::MqttReconnectAttempts => "radar.mqtt.reconnect.attempts",
+            Self::CoverageGapDuration => "radar.coverage.gap.duration",
+            Self::RecoveryRestoredProcessed => "radar.recovery.restored.processed",
+            Self::RecoveryPossibleGap => "radar.recovery.possible_gap.duration",
+            Self::RecoveryPartialFramesCleared => "radar.recovery.partial_frames.cleared",
+            Self::RecoveryStaleRejected => "radar.recovery.stale.rejected",
+            Self::DetectorPhase => "radar.detector.phase",
+        }
+    }
+
+    /// The UCUM unit (or `{annotation}` for counts of things).
+    pub const fn unit(self) -> &'static str {
+        match self {
+            Self::ObservationsReceived
+            | Self::ObservationsAccepted
+            | Self::ObservationsRejected
+            | Self::IngressQueueDepth
+            | Self::IngressQueueCapacity
+            | Self::RecoveryRestoredProcessed
+            | Self::RecoveryStaleRejected => "{observation}",
+            Self::FramesEmitted | Self::FramesFlagged | Self::RecoveryPartialFramesCleared => {
+                "{frame}"
+            }
+            Self::FrameScore => "{score}",
+            Self::AlarmsOpened | Self::AlarmsClosed => "{alarm}",
+            Self::CheckpointCommits | Self::CheckpointFailures => "{checkpoint}",
+            Self::MqttReconnectAttempts => "{attempt}",
+            Self::OwnershipHeld
+            | Self::Quarantined
+            | Self::MonitorState
+            | Self::MqttConnected
+            | Self::DetectorPhase => "{monitor}",
+            Self::ModelOperationDuration
+            | Self::CheckpointDuration
+            | Self::SnapshotAge
+            | Self::CoverageGapDuration
+            | Self::RecoveryPossibleGap => "s",
+            Self::CheckpointSize => "By",
+        }
+    }
+
+    pub const fn kind(self) -> Kind {
+        match self {
+            Self::ObservationsReceived
+            | Self::ObservationsAccepted
+            | Self::ObservationsRejected
+            | Self::FramesEmitted
+            | Self::FramesFlagged
+            | Self::AlarmsOpened
+            | Self::AlarmsClosed
+            | Self::CheckpointCommits
+            | Self::CheckpointFailures
+            | Self::MqttReconnectAttempts
+            | Self::CoverageGapDuration
+            | Self::RecoveryStaleRejected => Kind::Counter,
+            Self::FrameScore
+            | Self::ModelOperationDuration
+            | Self::CheckpointDuration
+            | Self::CheckpointSize => Kind::Histogram,
+            Self::IngressQueueDepth
+            | Self::IngressQueueCapacity
+            | Self::SnapshotAge
+            | Self::OwnershipHeld
+            | Self::Quarantined
+            | Self::MonitorState
+            | Self::MqttConnected
+            | Self::RecoveryRestoredProcessed
+            | Self::RecoveryPossibleGap
+            | Self::RecoveryPartialFramesCleared
+            | Self::DetectorPhase => Kind::Gauge,
+        }
+    }
+
+    pub const fn description(self) -> &'static str {
+        match self {
+            Self::ObservationsReceived => "MQTT messages received for the monitor's readings",
+            Self::ObservationsAccepted => "Observations admitted by alignment",
+            Self::ObservationsRejected => "Messages or observations discarded, by reason",
+            Self::FramesEmitted => "Aligned frames handed to the detector",
+            Self::FramesFlagged => "Scored frames the detector flagged as anomalous",
+            Self::FrameScore => "Anomaly score of each monitored frame",
+            Self::AlarmsOpened => "Alarms opened by the alarm rule",
+            Self::AlarmsClosed => "Alarms closed after the detector returned to normal",
+            Self::IngressQueueDepth => "Observations waiting in the bounded ingress queue",
+            Self::IngressQueueCapacity => "Capacity of the bounded ingress queue",
+            Self::ModelOperationDuration => "Time the model thread spent per operation",
+            Self::CheckpointCommits => "Snapshots committed, by trigger",
+            Self::CheckpointFailures => "Checkpoint attempts that did not commit, by reason",
+            Self::CheckpointDuration => "Time from checkpoint start to commit",
+            Self::CheckpointSize => "Size of each committed snapshot",
+            Self::SnapshotAge => "Time since the save time of the last committed snapshot",
+            Self::OwnershipHeld => "1 while this worker holds the monitor's fencing token",
+            Self::Quarantined => "1 once the monitor is quarantined",
+            Self::MonitorState => "1 for the monitor's current state, 0 for the others",
+            Self::MqttConnected => "1 while every required subscription is acknowledged",
+            Self::MqttReconnectAttempts => "Connection attempts retried on the backoff schedule",
+            Self::CoverageGapDuration => "Closed coverage gaps, in seconds, by cause",
+            Self::RecoveryRestoredProcessed => "Processed count of the snapshot restored at start",
+            Self::RecoveryPossibleGap => {
+                "Time between the restored snapshot's save time and the first new frame"
+            }
+            Self::RecoveryPartialFramesCleared => "Partial frames discarded by recovery",
+            Self::RecoveryStaleRejected => {
+                "Observations at or below a restored watermark since the start"
+            }
+            Self::DetectorPhase => "1 for the detector's current phase, 0 for the others",
+        }
+    }
+
+    /// The name the OpenTelemetry Prometheus exporter gives this metric
+    /// (without the `_bucket`/`_sum`/`_count` series of histograms): dots
+    /// become underscores, a known unit adds its plural word, counters end in
+    /// `_total`. Annotation units like `{observation}` add nothing.
+    pub fn prometheus_name(self) -> String {
+        let mut name = self.name().replace('.', "_");
+        let unit = match self.unit() {
+            "s" => Some("seconds"),
+            "By" => Some("bytes"),
+            _ => None,
+        };
+        if let Some(unit) = unit {
+            name.push('_');
+            name.push_str(unit);
+        }
+        if self.kind() == Kind::Counter {
+            name.push_str("_total");
+        }
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_metric_is_listed_once_with_a_unique_radar_name() {
+        let metrics: BTreeSet<_> = Metric::ALL.iter().collect();
+        assert_eq!(metrics.len(), Metric::ALL.len());
+        let names: BTreeSet<_> = Metric::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(names.len(), Metric::ALL.len());
+        for m in Metric::ALL {
+            assert!(m.name().starts_with("radar."), "{}", m.name());
+            assert!(!m.name().ends_with("_total"), "{}", m.name());
+            assert!(!m.unit().is_empty(), "{} has no unit", m.name());
+            assert!(!m.description().is_empty());
+        }
+    }
+
+    #[test]
+    fn names_never_repeat_their_unit_so_prometheus_suffixes_read_once() {
+        for m in Metric::ALL {
+            let p = m.prometheus_name();
+            assert!(
+                !p.contains("seconds_seconds") && !p.contains("bytes_bytes"),
+                "{p}"
+            );
+            assert!(
+                p.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{p} is not a plain Prometheus name"
+            );
+        }
+    }
+
+    #[test]
+    fn prometheus_names_follow_the_exporter_rules() {
+        assert_eq!(
+            Metric::ObservationsReceived.prometheus_name(),
+            "radar_observations_received_total"
+        );
+        assert_eq!(
+            Metric::CheckpointDuration.prometheus_name(),
+            "radar_checkpoint_duration_seconds"
+        );
+        assert_eq!(
+            Metric::CheckpointSize.prometheus_name(),
+            "radar_checkpoint_size_bytes"
+        );
+        assert_eq!(
+            Metric::CoverageGapDuration.prometheus_name(),
+            "radar_coverage_gap_duration_seconds_total"
+        );
+        assert_eq!(
+            Metric::DetectorPhase.prometheus_name(),
+            "radar_detector_phase"
+        );
+    }
+}
