@@ -12,6 +12,7 @@ use radar::{
     align::Watermarks,
     config::MonitorConfig,
     coverage::{CoverageHistory, GapCause},
+    detector::Detector,
     snapshot::{CheckpointKey, Inspection, ManagedState, SnapshotBinding, seal},
     store::{self, CheckpointStore, Claim, Services},
 };
@@ -35,8 +36,11 @@ struct Fixture {
 }
 
 /// The state of the fixture's snapshot: 12 frames and one outage gap.
-fn committed_state() -> ManagedState {
+fn committed_state(config: &MonitorConfig) -> ManagedState {
     let mut state = ManagedState::default();
+    let width = config.readings.iter().filter(|r| r.required).count();
+    let detector = Detector::new(config.detector.clone(), width).unwrap();
+    state.set_detector(&detector).unwrap();
     state.counters.frames = 12;
     state.counters.observations_received = 30;
     state.counters.observations_rejected = BTreeMap::from([("stale".to_string(), 2)]);
@@ -55,7 +59,7 @@ async fn fixture(tag: &str) -> Fixture {
     let pool = store::connect(&db.url, 4).await.unwrap();
     let config = MonitorConfig::from_toml(PUMP).unwrap();
     let service_id = Services::new(pool.clone()).create(&config).await.unwrap();
-    let state = committed_state();
+    let state = committed_state(&config);
     let binding = SnapshotBinding::for_monitor(service_id, &config);
     let sealed = seal(&binding, &state, at(13), &key()).unwrap();
     let store = CheckpointStore::new(pool, "worker-a", Duration::from_secs(10));
@@ -105,7 +109,7 @@ async fn a_healthy_snapshot_is_verified_compatible_and_shown_in_full() {
     assert_eq!(json["verified"], true);
     assert_eq!(json["compatible"], true);
     assert!(json["reason"].is_null());
-    assert!(json["phase"].is_null());
+    assert_eq!(json["phase"], "training");
     assert!(json["coverage"]["version"].as_u64().unwrap() > 0);
     assert_eq!(json["coverage"]["gaps"][0]["cause"], "startup");
     assert_eq!(json["coverage"]["gaps"][1]["cause"], "mqtt_outage");
@@ -173,7 +177,7 @@ async fn rows_edited_with_sql_are_not_restorable_and_the_reason_is_named() {
 
 /// Re-inserts the fixture's snapshot (same bytes, same signature).
 async fn fixture_row(fx: &Fixture) -> Vec<u8> {
-    let state = committed_state();
+    let state = committed_state(&fx.config);
     let binding = SnapshotBinding::for_monitor(fx.service_id, &fx.config);
     let sealed = seal(&binding, &state, at(13), &key()).unwrap();
     let Claim::Won(w) = fx.store.claim(&sealed).await.unwrap() else {

@@ -29,8 +29,8 @@ pub struct Inspection {
     /// From the signed envelope once verified; else the row's unverified columns.
     pub processed_count: Option<u64>,
     pub saved_at: Option<DateTime<Utc>>,
-    /// The detector phase. The detector's state is opaque to the snapshot
-    /// layer, so this stays `null` until the detector exposes it.
+    /// The detector's phase; `null` when no detector was stored or the
+    /// bytes could not be verified.
     pub phase: Option<String>,
     pub envelope: Option<EnvelopeView>,
     /// Short form of the row's signature (its fencing token).
@@ -133,8 +133,9 @@ impl Inspection {
         // The bytes are authentic, so decoding them for display is safe even
         // when this monitor could not restore them.
         match decode_verified(&verified, bytes) {
-            Ok(state) => {
+            Ok((state, detector)) => {
                 view.verified = true;
+                view.phase = detector.map(|d| d.phase().as_str().to_string());
                 view.show(state);
             }
             Err(reason) => {

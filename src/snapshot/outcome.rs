@@ -6,6 +6,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use super::{Envelope, EnvelopeError, FencingToken, ManagedState, VersionChange};
+use crate::detector::Detector;
 
 /// The result of loading a monitor's snapshot.
 #[derive(Debug)]
@@ -27,6 +28,8 @@ pub enum LoadOutcome {
 pub struct Restored {
     pub envelope: Envelope,
     pub state: ManagedState,
+    /// `state.detector`, decoded; `None` if the snapshot held no detector.
+    pub detector: Option<Detector>,
     pub token: FencingToken,
 }
 

@@ -15,7 +15,7 @@ use super::{
     IncompatibleReason, LoadOutcome, ManagedState, Restored, key::hex, runtime_versions,
     version_changes,
 };
-use crate::config::MonitorConfig;
+use crate::{config::MonitorConfig, detector::Detector};
 
 /// The three stored byte strings of a snapshot, as read from or written to
 /// a row. Untrusted until `open` says otherwise.
@@ -241,11 +241,12 @@ pub fn check_compatible(
     Ok(())
 }
 
-/// Decodes the payload of verified bytes and checks it against its envelope.
+/// Decodes the payload of verified bytes, detector included, and checks it
+/// against its envelope.
 pub fn decode_verified(
     verified: &Verified,
     bytes: &SnapshotBytes,
-) -> Result<ManagedState, CorruptReason> {
+) -> Result<(ManagedState, Option<Detector>), CorruptReason> {
     let state = ManagedState::decode(&bytes.payload)
         .map_err(|e| CorruptReason::Undecodable(e.to_string()))?;
     let env = &verified.envelope;
@@ -262,7 +263,10 @@ pub fn decode_verified(
             env.observation_history_len
         )));
     }
-    Ok(state)
+    let detector = state
+        .decode_detector()
+        .map_err(|e| CorruptReason::Undecodable(format!("detector: {e}")))?;
+    Ok((state, detector))
 }
 
 /// Verifies, checks and only then decodes a stored snapshot.
@@ -290,9 +294,10 @@ pub fn open_verified(
         return LoadOutcome::Incompatible(Incompatible { service_id, reason });
     }
     match decode_verified(&verified, bytes) {
-        Ok(state) => LoadOutcome::Restored(Box::new(Restored {
+        Ok((state, detector)) => LoadOutcome::Restored(Box::new(Restored {
             envelope: verified.envelope,
             state,
+            detector,
             token: verified.token,
         })),
         Err(reason) => LoadOutcome::Corrupted(Corrupted { service_id, reason }),

@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{align::Watermarks, coverage::CoverageHistory};
+use crate::{align::Watermarks, coverage::CoverageHistory, detector::Detector};
 
 /// The managed state of one monitor, serialized with rmp-serde.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ManagedState {
-    /// The detector's own serialized state (rmp-serde), including its
-    /// training and calibration observations while a fit is pending.
-    /// Opaque here: the detector owns its format.
+    /// The detector's serialized state (rmp-serde), including its training
+    /// and calibration frames while a fit is pending; empty before a
+    /// detector exists. Write it with [`ManagedState::set_detector`].
     #[serde(with = "serde_bytes")]
     pub detector: Vec<u8>,
     pub counters: ProcessingCounters,
@@ -57,6 +57,21 @@ impl ManagedState {
     /// (see `seal::open`); exposed for the fuzz target.
     pub fn decode(bytes: &[u8]) -> Result<Self, rmp_serde::decode::Error> {
         rmp_serde::from_slice(bytes)
+    }
+
+    /// Stores the detector in the payload, in the one format snapshots use.
+    pub fn set_detector(&mut self, detector: &Detector) -> Result<(), rmp_serde::encode::Error> {
+        self.detector = rmp_serde::to_vec_named(detector)?;
+        Ok(())
+    }
+
+    /// The stored detector, `None` when none was stored. Restores get it
+    /// already decoded (see `Restored::detector`).
+    pub fn decode_detector(&self) -> Result<Option<Detector>, rmp_serde::decode::Error> {
+        if self.detector.is_empty() {
+            return Ok(None);
+        }
+        rmp_serde::from_slice(&self.detector).map(Some)
     }
 
     /// Readings with a watermark: the envelope's observation history length.

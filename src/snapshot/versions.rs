@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::detector::ALGORITHM_VERSION;
+
 /// Layout of the envelope and payload. Bump on any change to either.
 pub const FORMAT_VERSION: u16 = 1;
 
@@ -10,18 +12,10 @@ pub const FORMAT_VERSION: u16 = 1;
 /// by `build.rs` from Cargo.lock (e.g. `statrs=0.19.1,nalgebra=0.35.0`).
 pub const SCIENTIFIC_CRATES: &str = env!("RADAR_SCIENTIFIC_CRATES");
 
-// TODO(lead): replace with `crate::detector::ALGORITHM_VERSION` once the
-// detector lands on main; until then the snapshot binds this placeholder name.
-const DETECTOR_ALGORITHM_VERSION: &str = "pca-t2-spe-1";
-
 /// The runtime versions of this binary, as one canonical string:
 /// `statrs=..,nalgebra=..,detector=..,format=..`.
 pub fn runtime_versions() -> String {
-    canonical(
-        SCIENTIFIC_CRATES,
-        DETECTOR_ALGORITHM_VERSION,
-        FORMAT_VERSION,
-    )
+    canonical(SCIENTIFIC_CRATES, ALGORITHM_VERSION, FORMAT_VERSION)
 }
 
 fn canonical(crates: &str, detector: &str, format: u16) -> String {
@@ -83,9 +77,13 @@ mod tests {
     #[test]
     fn runtime_versions_name_every_numeric_crate_the_detector_and_the_format() {
         let versions = runtime_versions();
-        for name in ["statrs=", "nalgebra=", "detector=", "format=1"] {
+        for name in ["statrs=", "nalgebra=", "format=1"] {
             assert!(versions.contains(name), "{versions}");
         }
+        assert!(
+            versions.contains(&format!("detector={ALGORITHM_VERSION}")),
+            "{versions}"
+        );
     }
 
     #[test]
