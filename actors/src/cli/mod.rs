@@ -3,6 +3,7 @@
 mod detect;
 mod migrate;
 mod monitor;
+mod snapshot;
 mod status;
 
 use std::process::ExitCode;
@@ -43,6 +44,9 @@ enum Command {
     /// Create, list, show, retire and delete monitors.
     #[command(subcommand)]
     Monitor(monitor::MonitorCommand),
+    /// Inspect a monitor's signed recovery snapshot.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
     /// Show every monitor's persisted operational status.
     Status(status::StatusArgs),
     /// Run the monitors of this worker's shard (or one monitor) until SIGTERM/SIGINT.
@@ -107,6 +111,7 @@ impl Cli {
         match command {
             Command::Migrate => runtime.block_on(migrate::run(&settings)),
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
+            Command::Snapshot(command) => runtime.block_on(snapshot::run(command, &settings)),
             Command::Status(args) => runtime.block_on(status::run(args, &settings)),
             Command::Worker(_) | Command::Detect(_) => unreachable!("handled above"),
         }
