@@ -14,7 +14,7 @@ use crate::{
     coverage::{CoverageHistory, GapCause},
     detector::{AlarmEvent, Detector, DetectorError, Outcome, Phase, Scored},
     mqtt::payload::PayloadRejection,
-    snapshot::{ManagedState, ProcessingCounters, RecoveryMetadata, RestoreRecord},
+    snapshot::{ManagedState, ProcessingCounters, RecoveryMetadata},
     store::{AlarmRecord, EvidenceRecord, PendingResults},
 };
 
@@ -33,11 +33,6 @@ pub enum CoreError {
         #[source]
         source: DetectorError,
     },
-    #[error(
-        "monitor {service_id}: the snapshot's detector state does not decode ({reason}); \
-         retire the monitor and create a new one for a fresh calibration"
-    )]
-    DetectorState { service_id: Uuid, reason: String },
 }
 
 /// What one step of the model changed.
@@ -107,15 +102,16 @@ impl MonitorCore {
         service_id: Uuid,
         config: MonitorConfig,
         state: ManagedState,
+        detector: Option<Detector>,
         saved_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Self, CoreError> {
-        let detector: Detector = rmp_serde::from_slice(&state.detector).map_err(|e| {
-            CoreError::DetectorState {
-                service_id,
-                reason: e.to_string(),
-            }
-        })?;
+        let detector = match detector {
+            Some(detector) => detector,
+            // An initial snapshot taken before the detector existed.
+            None => Detector::new(config.detector.clone(), config.required_readings().count())
+                .map_err(|source| CoreError::Detector { service_id, source })?,
+        };
         let aligner = Aligner::restore(
             config.alignment.clone(),
             &config.readings,
@@ -125,14 +121,11 @@ impl MonitorCore {
         .map_err(|source| CoreError::Align { service_id, source })?;
         let mut coverage = state.coverage;
         coverage.record_restore(saved_at, now);
-        let mut recovery = state.recovery;
-        recovery.restore_count += 1;
-        recovery.last_restore = Some(RestoreRecord {
-            restored_at: now,
-            from_saved_at: saved_at,
-            from_processed_count: state.counters.frames,
+        let recovery = RecoveryMetadata {
+            restored_processed_count: Some(state.counters.frames),
+            // Partial frames are never saved, so a restore has none to drop.
             cleared_partial_observations: 0,
-        });
+        };
         Ok(Self {
             service_id,
             readings: required_names(&config),
@@ -273,15 +266,17 @@ impl MonitorCore {
 
     /// The state a snapshot carries, encoded on the model side.
     pub fn managed_state(&self) -> Result<ManagedState, rmp_serde::encode::Error> {
-        Ok(ManagedState {
-            detector: rmp_serde::to_vec_named(&self.detector)?,
+        let mut state = ManagedState {
+            detector: Vec::new(),
             counters: self.counters.clone(),
             alignment: self.aligner.counters().clone(),
             coverage: self.coverage.clone(),
             watermarks: self.aligner.watermarks().clone(),
             recovery: self.recovery.clone(),
             open_alarm: self.open_alarm,
-        })
+        };
+        state.set_detector(&self.detector)?;
+        Ok(state)
     }
 
     fn reject(&mut self, reason: &'static str) -> &'static str {

@@ -174,7 +174,8 @@ async fn load(
         LoadOutcome::Restored(restored) => {
             let saved_at = restored.envelope.saved_at;
             let processed = restored.envelope.processed_count;
-            let core = MonitorCore::restore(id, config, restored.state, saved_at, now).map_err(core_error)?;
+            let core = MonitorCore::restore(id, config, restored.state, restored.detector, saved_at, now)
+                .map_err(core_error)?;
             tracing::info!(
                 monitor_id = %id,
                 processed,
