@@ -15,6 +15,7 @@ use radar::{
         WriteOutcome,
     },
 };
+use radar::telemetry::{MonitorTelemetry, events};
 use tokio::sync::watch;
 
 use super::{
@@ -47,6 +48,7 @@ pub async fn start(
     row: MonitorRow,
     monitor: Addr<MonitorActor>,
     run_state: watch::Sender<RunState>,
+    metrics: MonitorTelemetry,
 ) -> Result<Started, ExitReason> {
     let id = row.id;
     let config = row.monitor_config().map_err(|e| ExitReason::StartupFailed {
@@ -60,14 +62,21 @@ pub async fn start(
             tracing::info!(monitor_id = %id, "Database writes are disabled: starting fresh, no snapshot is read or written.");
             (MonitorCore::fresh(id, config.clone(), now).map_err(core_error)?, None)
         }
-        Some(store) => load(store, &worker, &row, &binding, config.clone()).await?,
+        Some(store) => load(store, &worker, &row, &binding, config.clone(), &metrics).await?,
     };
 
     let (checkpoint_view, checkpoint_rx) = watch::channel(CheckpointView::new(match worker.store {
         Some(_) => Ownership::Owner,
         None => Ownership::Disabled,
     }));
-    let checkpoint = CheckpointActor::new(id, worker.checkpoint_timeout(), monitor.clone(), checkpoint_view).start();
+    let checkpoint = CheckpointActor::new(
+        id,
+        worker.checkpoint_timeout(),
+        monitor.clone(),
+        checkpoint_view,
+        metrics.clone(),
+    )
+    .start();
     let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
     let setup = ModelSetup {
         core,
@@ -78,6 +87,7 @@ pub async fn start(
         checkpoint: checkpoint.clone(),
         monitor: monitor.clone(),
         view: model_view,
+        metrics: metrics.clone(),
     };
     let model = ModelActor::start_in_arbiter(&worker.model_arbiter(), move |_| ModelActor::new(setup));
     let halt_all = |reason: &ExitReason| {
@@ -112,6 +122,9 @@ pub async fn start(
         },
     };
     let reporter = writer.as_ref().map(CheckpointWriter::health_reporter);
+    if writer.is_some() {
+        metrics.emit(events::OwnershipAcquired);
+    }
     model.do_send(CommitReport {
         committed: true,
         trigger: Some(Trigger::BeforeSubscribing),
@@ -143,8 +156,10 @@ pub async fn start(
         link: ingestion.status,
         ingress: ingestion.counters,
     };
-    let health = HealthActor::new(id, inputs, reporter, monitor.clone(), run_state).start();
-    let ingestion = IngestionActor::new(id, ingestion.control, ingestion.events, model.clone()).start();
+    metrics.set_queue_capacity(worker.settings.ingress_queue_capacity);
+    let health = HealthActor::new(id, inputs, reporter, monitor.clone(), run_state, metrics.clone()).start();
+    let ingestion =
+        IngestionActor::new(id, ingestion.control, ingestion.events, model.clone(), metrics).start();
     tracing::info!(monitor_id = %id, name = %row.name, "Monitor started; subscribing.");
     Ok(Started { model, checkpoint, health, ingestion })
 }
@@ -157,6 +172,7 @@ async fn load(
     row: &MonitorRow,
     binding: &SnapshotBinding,
     config: radar::config::MonitorConfig,
+    metrics: &MonitorTelemetry,
 ) -> Result<(MonitorCore, Option<FencingToken>), ExitReason> {
     let id = row.id;
     let now = Utc::now();
@@ -176,12 +192,11 @@ async fn load(
             let processed = restored.envelope.processed_count;
             let core = MonitorCore::restore(id, config, restored.state, restored.detector, saved_at, now)
                 .map_err(core_error)?;
-            tracing::info!(
-                monitor_id = %id,
-                processed,
-                saved_at = %saved_at,
-                "Restored the snapshot; input since it was saved is not replayed and is reported as a possible gap."
-            );
+            metrics.emit(events::SnapshotRestored {
+                restored_processed: processed,
+                saved_at,
+                partial_frames_cleared: 0,
+            });
             return Ok((core, Some(restored.token)));
         }
         LoadOutcome::Corrupted(corrupted) => corrupted.to_string(),
