@@ -5,7 +5,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{align::Watermarks, coverage::CoverageHistory, detector::Detector};
+use chrono::{DateTime, Utc};
+
+use crate::{
+    align::{AlignmentCounters, Watermarks},
+    coverage::CoverageHistory,
+    detector::Detector,
+};
 
 /// The managed state of one monitor, serialized with rmp-serde.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -20,6 +26,13 @@ pub struct ManagedState {
     /// Highest accepted source timestamp per reading: the replay boundary.
     pub watermarks: Watermarks,
     pub recovery: RecoveryMetadata,
+    /// The aligner's own counts (accepted, superseded, rejections by reason).
+    #[serde(default)]
+    pub alignment: AlignmentCounters,
+    /// The alarm open at save time (sequence number, opened at), so its
+    /// close can be written as a whole row after a restore.
+    #[serde(default)]
+    pub open_alarm: Option<(u64, DateTime<Utc>)>,
 }
 
 /// Cumulative counts since the monitor was created, carried across restarts.
