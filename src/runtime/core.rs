@@ -14,9 +14,9 @@ use crate::{
     coverage::{CoverageHistory, GapCause},
     detector::{AlarmEvent, Detector, DetectorError, Outcome, Phase, Scored},
     mqtt::payload::PayloadRejection,
-    telemetry::RejectReason,
     snapshot::{ManagedState, ProcessingCounters, RecoveryMetadata},
     store::{AlarmRecord, EvidenceRecord, PendingResults},
+    telemetry::RejectReason,
 };
 
 /// Why a monitor's model could not be built or restored.
@@ -75,7 +75,11 @@ pub struct MonitorCore {
 
 impl MonitorCore {
     /// A monitor with no snapshot: a new detector and a startup gap.
-    pub fn fresh(service_id: Uuid, config: MonitorConfig, now: DateTime<Utc>) -> Result<Self, CoreError> {
+    pub fn fresh(
+        service_id: Uuid,
+        config: MonitorConfig,
+        now: DateTime<Utc>,
+    ) -> Result<Self, CoreError> {
         let aligner = Aligner::new(config.alignment.clone(), &config.readings)
             .map_err(|source| CoreError::Align { service_id, source })?;
         let width = config.required_readings().count();
@@ -345,7 +349,11 @@ impl MonitorCore {
             });
         }
         match &scored.alarm_event {
-            Some(AlarmEvent::Opened { seq, ts, peak_score }) => {
+            Some(AlarmEvent::Opened {
+                seq,
+                ts,
+                peak_score,
+            }) => {
                 self.counters.alarms_opened += 1;
                 self.open_alarm = Some((*seq, *ts));
                 step.results.alarms.push(AlarmRecord {
@@ -355,7 +363,11 @@ impl MonitorCore {
                     peak_score: *peak_score,
                 });
             }
-            Some(AlarmEvent::Closed { seq, ts, peak_score }) => {
+            Some(AlarmEvent::Closed {
+                seq,
+                ts,
+                peak_score,
+            }) => {
                 let opened_at = match self.open_alarm.take() {
                     Some((open_seq, at)) if open_seq == *seq => at,
                     _ => *ts,

@@ -80,7 +80,6 @@ impl CheckpointActor {
         }
     }
 
-
     fn report(&self, committed: bool, trigger: Option<radar::runtime::Trigger>) {
         if let Some(model) = &self.model {
             model.do_send(CommitReport {
@@ -115,7 +114,8 @@ impl CheckpointActor {
                     // Nothing is written: the model never waits for a commit.
                     self.report(true, Some(next.trigger));
                     if next.last {
-                        self.monitor.do_send(LastSnapshotSettled { committed: true });
+                        self.monitor
+                            .do_send(LastSnapshotSettled { committed: true });
                     }
                 }
                 if !self.pending.is_empty() {
@@ -127,7 +127,12 @@ impl CheckpointActor {
         }
     }
 
-    fn commit_snapshot(&mut self, writer: CheckpointWriter, next: SnapshotReady, ctx: &mut Context<Self>) {
+    fn commit_snapshot(
+        &mut self,
+        writer: CheckpointWriter,
+        next: SnapshotReady,
+        ctx: &mut Context<Self>,
+    ) {
         let included = (self.pending.alarms.len(), self.pending.evidence.len());
         let batch = self.pending.clone();
         let bytes = next.sealed.bytes.payload.len();
@@ -221,8 +226,12 @@ impl CheckpointActor {
     /// Removes what a transaction committed: the results that were pending
     /// when it started (newer ones were appended after them).
     fn drop_committed(&mut self, (alarms, evidence): (usize, usize)) {
-        self.pending.alarms.drain(..alarms.min(self.pending.alarms.len()));
-        self.pending.evidence.drain(..evidence.min(self.pending.evidence.len()));
+        self.pending
+            .alarms
+            .drain(..alarms.min(self.pending.alarms.len()));
+        self.pending
+            .evidence
+            .drain(..evidence.min(self.pending.evidence.len()));
         self.publish_pending();
     }
 

@@ -11,11 +11,11 @@ use std::{
 
 use actix::prelude::*;
 use chrono::Utc;
+use radar::telemetry::{MonitorTelemetry, events};
 use radar::{
     mqtt::{IngressCounters, LinkStatus},
     store::{HealthOutcome, HealthRecord, HealthReporter},
 };
-use radar::telemetry::{MonitorTelemetry, events};
 use tokio::sync::watch;
 use uuid::Uuid;
 

@@ -64,10 +64,17 @@ impl StreamHandler<ConnectionEvent> for IngestionActor {
             ConnectionEvent::Disconnected { reason, .. } => {
                 tracing::warn!(monitor_id = %self.service_id, %reason, "Lost the MQTT connection; the outage is recorded as a coverage gap.")
             }
-            ConnectionEvent::SubscriptionRefused { topic, required, .. } => {
+            ConnectionEvent::SubscriptionRefused {
+                topic, required, ..
+            } => {
                 tracing::error!(monitor_id = %self.service_id, %topic, required, "The broker refused a subscription; check the broker's ACL for this topic.")
             }
-            ConnectionEvent::Retrying { next_attempt, retry_in, reason, .. } => {
+            ConnectionEvent::Retrying {
+                next_attempt,
+                retry_in,
+                reason,
+                ..
+            } => {
                 tracing::warn!(monitor_id = %self.service_id, next_attempt, retry_in_s = retry_in.as_secs_f64(), %reason, "MQTT connection attempt failed; retrying.")
             }
             ConnectionEvent::Stopped { .. } => {

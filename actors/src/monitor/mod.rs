@@ -127,10 +127,19 @@ impl MonitorActor {
                 parts.ingestion.do_send(StopIngestion);
                 if !matches!(reason, ExitReason::OwnershipLost { .. }) {
                     // A final status row; after ownership loss the successor owns it.
-                    let _ = parts.health.send(FinalReport { reason: reason.clone() }).await;
+                    let _ = parts
+                        .health
+                        .send(FinalReport {
+                            reason: reason.clone(),
+                        })
+                        .await;
                 }
-                parts.health.do_send(Halt { reason: reason.clone() });
-                parts.model.do_send(Halt { reason: reason.clone() });
+                parts.health.do_send(Halt {
+                    reason: reason.clone(),
+                });
+                parts.model.do_send(Halt {
+                    reason: reason.clone(),
+                });
                 parts.checkpoint.do_send(Halt { reason });
             }
         }
@@ -155,8 +164,18 @@ impl Actor for MonitorActor {
         startup::start(worker, row, me, run_state, metrics)
             .into_actor(self)
             .map(|result, act, ctx| match result {
-                Ok(Started { model, checkpoint, health, ingestion }) => {
-                    act.parts = Some(Parts { model, checkpoint, health, ingestion });
+                Ok(Started {
+                    model,
+                    checkpoint,
+                    health,
+                    ingestion,
+                }) => {
+                    act.parts = Some(Parts {
+                        model,
+                        checkpoint,
+                        health,
+                        ingestion,
+                    });
                     act.stage = Stage::Running;
                     if act.stop_requested {
                         act.begin_stop(ctx);

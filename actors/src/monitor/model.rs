@@ -12,25 +12,25 @@ use std::{
 use actix::prelude::*;
 use chrono::Utc;
 use radar::{
+    detector::AlarmEvent,
+    telemetry::{DetectorPhase, ModelOperation, MonitorTelemetry, RejectReason, events},
+};
+use radar::{
     mqtt::RawMessage,
     runtime::{CheckpointPolicy, MonitorCore, Step, Trigger},
     snapshot::{CheckpointKey, SealedSnapshot, SnapshotBinding, seal},
-};
-use radar::{
-    detector::AlarmEvent,
-    telemetry::{DetectorPhase, ModelOperation, MonitorTelemetry, RejectReason, events},
 };
 use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
+    MonitorActor,
     checkpoint::CheckpointActor,
     messages::{
         AttachInput, CommitReport, Connection, Halt, InputDrained, NewResults, SealNow,
         SnapshotReady,
     },
     view::ModelView,
-    MonitorActor,
 };
 
 /// How often the model checks the clock-driven triggers (max interval,
@@ -95,11 +95,13 @@ impl ModelActor {
             gap_pending_since: None,
             metrics: setup.metrics,
         };
-        actor.gap_pending_since = actor
-            .core
-            .recovery()
-            .restored_processed_count
-            .and(actor.core.coverage().last_restore().map(|mark| mark.saved_at));
+        actor.gap_pending_since = actor.core.recovery().restored_processed_count.and(
+            actor
+                .core
+                .coverage()
+                .last_restore()
+                .map(|mark| mark.saved_at),
+        );
         actor.publish();
         actor
     }

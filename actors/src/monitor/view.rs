@@ -4,11 +4,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use radar::{
-    coverage::CoverageHistory,
-    detector::Phase,
-    snapshot::RecoveryMetadata,
-};
+use radar::{coverage::CoverageHistory, detector::Phase, snapshot::RecoveryMetadata};
 
 /// The model's last published state.
 #[derive(Debug, Clone)]

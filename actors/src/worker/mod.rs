@@ -99,7 +99,12 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
     let (meter_provider, registry) = crate::http::init_meter_provider(&worker_id)?;
     let telemetry = Telemetry::global();
     let server = crate::http::start(settings.metrics_addr, registry, telemetry.board().clone())
-        .with_context(|| format!("listening for metrics and health on {}", settings.metrics_addr))?;
+        .with_context(|| {
+            format!(
+                "listening for metrics and health on {}",
+                settings.metrics_addr
+            )
+        })?;
     let server_handle = server.handle();
     actix_rt::spawn(server);
     tracing::info!(addr = %settings.metrics_addr, "Serving /metrics, /healthz and /readyz.");
@@ -107,10 +112,16 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
         .await
         .context("connecting to PostgreSQL")?;
     let store = settings.db_write_enabled.then(|| {
-        CheckpointStore::new(pool.clone(), worker_id.clone(), Duration::from_secs(settings.checkpoint_timeout_seconds))
+        CheckpointStore::new(
+            pool.clone(),
+            worker_id.clone(),
+            Duration::from_secs(settings.checkpoint_timeout_seconds),
+        )
     });
     if store.is_none() {
-        tracing::warn!("RADAR_DB_WRITE_ENABLED=false: no snapshot is read or written; every monitor starts fresh.");
+        tracing::warn!(
+            "RADAR_DB_WRITE_ENABLED=false: no snapshot is read or written; every monitor starts fresh."
+        );
     }
     let parallelism = std::thread::available_parallelism().map_or(1, usize::from);
     let arbiters: Vec<Arbiter> = (0..parallelism).map(|_| Arbiter::new()).collect();

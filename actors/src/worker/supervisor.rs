@@ -85,7 +85,11 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    pub fn new(worker: Arc<WorkerContext>, only: Option<Uuid>, done: oneshot::Sender<WorkerOutcome>) -> Self {
+    pub fn new(
+        worker: Arc<WorkerContext>,
+        only: Option<Uuid>,
+        done: oneshot::Sender<WorkerOutcome>,
+    ) -> Self {
         Self {
             worker,
             only,
@@ -122,7 +126,9 @@ impl Supervisor {
                 act.polling = false;
                 match rows {
                     Ok(rows) => act.reconcile(rows, ctx),
-                    Err(error) => tracing::warn!(%error, "Could not list monitors; keeping the current set."),
+                    Err(error) => {
+                        tracing::warn!(%error, "Could not list monitors; keeping the current set.")
+                    }
                 }
             })
             .spawn(ctx);
@@ -213,7 +219,6 @@ impl Supervisor {
             }
         }
     }
-
 }
 
 impl Actor for Supervisor {
@@ -229,7 +234,11 @@ impl Handler<MonitorExited> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: MonitorExited, _: &mut Self::Context) {
-        let name = self.running.remove(&msg.id).map(|r| r.name).unwrap_or_default();
+        let name = self
+            .running
+            .remove(&msg.id)
+            .map(|r| r.name)
+            .unwrap_or_default();
         let attempts = self.exited.get(&msg.id).map_or(0, |e| e.attempts) + 1;
         let retry_at = match msg.reason.restart() {
             Restart::AfterBackoff if !self.shutting_down => {
@@ -247,7 +256,14 @@ impl Handler<MonitorExited> for Supervisor {
         if self.only == Some(msg.id) && !self.shutting_down {
             self.end(WorkerOutcome::MonitorFailed(msg.reason.clone()));
         }
-        self.exited.insert(msg.id, Exited { reason: msg.reason, attempts, retry_at });
+        self.exited.insert(
+            msg.id,
+            Exited {
+                reason: msg.reason,
+                attempts,
+                retry_at,
+            },
+        );
         self.settle_if_stopped();
     }
 }
