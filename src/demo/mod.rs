@@ -24,7 +24,7 @@ pub use monitors::{
 pub use offline::{OfflineAlarm, OfflineRun, run_offline, tick_time};
 pub use plant::{
     DAY_SECONDS, FaultKind, FaultWindow, LEAK_BAR_PER_SECOND, Machine, Plant, PlantConfig,
-    READINGS, ReadingSpec, STEP_AMPERES, Sample, TICK_SECONDS,
+    READINGS, ReadingSpec, STEP_AMPERES, Sample, TICK_SECONDS, leak_drop,
 };
 pub use publisher::{
     MAX_SPEED, PublishOptions, PublishReport, WindowTimes, payload, publish_plant,

@@ -32,12 +32,12 @@ pub fn detector_settings() -> DetectorSettings {
         calibration_frames: CALIBRATION_FRAMES,
         false_alarm_rate: 0.01,
         alarm: AlarmRule {
-            open_k: 5,
+            open_k: 7,
             open_n: 10,
             close_m: 10,
         },
         explained_variance: 0.9,
-        feature_smoothing: 0.5,
+        feature_smoothing: 1.0,
         score_smoothing: 1.0,
         level_tracking: Some(LevelTracking {
             weight: 0.01,

@@ -12,7 +12,8 @@
 //! faulty machines one fault that comes back every `fault_period_ticks`:
 //! - a stuck sensor: the flow value freezes and stops following the load;
 //! - a step: the motor current jumps by a constant offset;
-//! - a slow leak: the pressure sinks linearly, faster than drift ever does.
+//! - a slow leak: the pressure sinks linearly, faster than drift ever does,
+//!   and recovers the same way once sealed.
 //!
 //! Machine `i` gets fault `i mod 4` in the order stuck, step, leak, none,
 //! so every plant with four or more machines has each fault and at least
@@ -27,7 +28,7 @@ pub const TICK_SECONDS: u64 = 1;
 /// Length of the simulated day of the drift cycle, in seconds.
 pub const DAY_SECONDS: f64 = 86_400.0;
 /// Correlation time of the machine load, in seconds.
-const LOAD_TIME_CONSTANT_S: f64 = 20.0;
+const LOAD_TIME_CONSTANT_S: f64 = 1.0;
 /// The simulated clock starts at 08:00, when demand rises.
 const DAY_OFFSET_S: f64 = 8.0 * 3600.0;
 
@@ -88,7 +89,7 @@ const CURRENT: usize = 2;
 
 /// Offset of the step fault on the current, in amperes (about 7 noise
 /// standard deviations, two thirds of a load standard deviation).
-pub const STEP_AMPERES: f64 = 2.0;
+pub const STEP_AMPERES: f64 = 5.0;
 /// How fast the leak lowers the pressure, in bar per simulated second.
 pub const LEAK_BAR_PER_SECOND: f64 = 0.004;
 
@@ -100,7 +101,8 @@ pub enum FaultKind {
     StuckSensor,
     /// The motor current jumps by [`STEP_AMPERES`].
     Step,
-    /// The pressure sinks by [`LEAK_BAR_PER_SECOND`].
+    /// The pressure sinks by [`LEAK_BAR_PER_SECOND`] for the first half of
+    /// the window, then recovers at the same rate once the leak is sealed.
     SlowLeak,
 }
 
@@ -128,7 +130,7 @@ impl FaultKind {
     /// the period starts. Staggered so the alarms of a demo arrive one by one.
     fn offsets(self) -> (u64, u64) {
         match self {
-            FaultKind::SlowLeak => (50, 500),
+            FaultKind::SlowLeak => (50, 650),
             FaultKind::StuckSensor => (120, 360),
             FaultKind::Step => (160, 400),
         }
@@ -187,6 +189,16 @@ impl Default for PlantConfig {
             fault_period_ticks: 1800,
         }
     }
+}
+
+/// How far the leak of `window` has lowered the pressure at `tick`: down
+/// for half the window, back up for the other half, so the process is
+/// normal again when the window ends (an instant repair would be a second,
+/// opposite step that the monitor rightly flags long after the window).
+pub fn leak_drop(window: &FaultWindow, tick: u64) -> f64 {
+    let since_start = tick.saturating_sub(window.start_tick);
+    let until_end = window.end_tick.saturating_sub(tick);
+    LEAK_BAR_PER_SECOND * (since_start.min(until_end) * TICK_SECONDS) as f64
 }
 
 /// One reading's value at one tick.
@@ -367,11 +379,7 @@ impl Plant {
                     Some(w) if w.reading == reading => match w.kind {
                         FaultKind::StuckSensor => *machine.stuck_at.get_or_insert(clean_value),
                         FaultKind::Step => clean_value + STEP_AMPERES,
-                        FaultKind::SlowLeak => {
-                            clean_value
-                                - LEAK_BAR_PER_SECOND
-                                    * ((tick - w.start_tick) * TICK_SECONDS) as f64
-                        }
+                        FaultKind::SlowLeak => clean_value - leak_drop(&w, tick),
                     },
                     _ => clean_value,
                 };
@@ -514,8 +522,12 @@ mod tests {
                             assert!((fs.value - ts.value - STEP_AMPERES).abs() < 1e-9)
                         }
                         FaultKind::SlowLeak => {
-                            let drop = LEAK_BAR_PER_SECOND * (tick - w.start_tick) as f64;
-                            assert!((ts.value - fs.value - drop).abs() < 1e-9)
+                            let drop = leak_drop(w, tick);
+                            let half = (w.end_tick - w.start_tick) / 2;
+                            if tick - w.start_tick == half {
+                                assert!((drop - LEAK_BAR_PER_SECOND * half as f64).abs() < 1e-9);
+                            }
+                            assert!((ts.value - fs.value - drop).abs() < 1e-9, "tick {tick}")
                         }
                         FaultKind::StuckSensor => {}
                     },
