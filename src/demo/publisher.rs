@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rumqttc::{AsyncClient, Event, MqttOptions, Outgoing, QoS};
+use rumqttc::{AsyncClient, Event, MqttOptions, Outgoing, Packet, QoS};
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -78,13 +78,20 @@ pub async fn publish_plant(
     let mut mqtt = MqttOptions::new(&options.client_id, &options.host, options.port);
     mqtt.set_keep_alive(Duration::from_secs(30));
     let (client, mut eventloop) = AsyncClient::new(mqtt, 1024);
-    // The event loop runs beside the tick loop; it ends on the first error
-    // (the broker went away) or once the final disconnect is sent.
+    // The event loop runs beside the tick loop and counts the broker's
+    // acknowledgements; it ends on the first error (the broker went away)
+    // or when the final disconnect has gone out.
     let (failed_tx, mut failed) = watch::channel(None::<String>);
+    let (acked_tx, mut acked) = watch::channel(0u64);
     let driver = tokio::spawn(async move {
         loop {
             match eventloop.poll().await {
-                Ok(Event::Outgoing(Outgoing::Disconnect)) => return,
+                Ok(Event::Incoming(Packet::PubAck(_))) => acked_tx.send_modify(|n| *n += 1),
+                Ok(Event::Outgoing(Outgoing::Disconnect)) => {
+                    // One more poll writes the buffered DISCONNECT out.
+                    let _ = eventloop.poll().await;
+                    return;
+                }
                 Ok(_) => {}
                 Err(e) => {
                     let _ = failed_tx.send(Some(e.to_string()));
@@ -135,10 +142,23 @@ pub async fn publish_plant(
         report.last_ts = Some(ts);
         report.ticks += 1;
     };
-    // Queued messages go out before the disconnect.
+    // Stop only once the broker has acknowledged every message, so the last
+    // ticks are not lost with the connection.
+    let messages = report.messages;
+    let flushed = tokio::time::timeout(FLUSH_DEADLINE, acked.wait_for(|n| *n >= messages))
+        .await
+        .is_ok_and(|r| r.is_ok());
     let _ = client.disconnect().await;
     let _ = tokio::time::timeout(FLUSH_DEADLINE, driver).await;
-    result.map(|()| report)
+    match (result, flushed) {
+        (Err(e), _) => Err(e),
+        (Ok(()), true) => Ok(report),
+        (Ok(()), false) => Err(DemoError::Publish(format!(
+            "the broker acknowledged only {} of {messages} messages within {}s",
+            *acked.borrow(),
+            FLUSH_DEADLINE.as_secs()
+        ))),
+    }
 }
 
 /// Records the payload time of fault windows starting or ending at the
