@@ -1,0 +1,58 @@
+//! Graphs: DAGs of typed nodes (reading sources, transforms, detectors,
+//! combiners, one alarm sink) that a monitor can run instead of a single
+//! detector. Pure code: definitions, checks, the semantics hash and the
+//! executor. `crate::store::graphs` keeps revisions and runs in PostgreSQL.
+//!
+//! # Layout
+//! - `definition`: the JSON an author writes (layout included).
+//! - `nodes`: node types, typed parameters, ports, parameter ranges.
+//! - `compile`: validation into an executable [`CompiledGraph`].
+//! - `semantics`: the executable-semantics hash, the per-node diff and the
+//!   [`GraphBinding`] a run's monitor carries.
+//! - `execute`: [`GraphExecutor`], node update outcomes and quarantine.
+
+mod compile;
+mod definition;
+mod execute;
+mod nodes;
+mod semantics;
+
+#[cfg(all(feature = "fault-injection", not(debug_assertions)))]
+compile_error!(
+    "the fault-injection feature adds a node that fails on demand; it is for tests only \
+     and must never be enabled in a release build"
+);
+
+pub use compile::CompiledGraph;
+pub use definition::{Edge, GraphDefinition, GraphReading, Layout, MAX_GRAPH_NAME_LEN, NodeDefinition};
+pub use execute::{
+    DetectorFrame, FailureDiagnostics, FrameReport, GraphExecutor, GraphState, NodeOutcome,
+    NodeState, NodeUpdate, QuarantinedGraph, SinkOutput, Step,
+};
+#[cfg(feature = "fault-injection")]
+pub use nodes::{FailAfterParams, FailMode};
+pub use nodes::{
+    AlarmParams, CombineOp, CombineParams, EwmaParams, Inputs, MAX_ROLLING_WINDOW, NoParams,
+    NodeSpec, Port, ReadingParams, RollingMeanParams, ScaleParams,
+};
+pub use semantics::{GraphBinding, NodeChange, NodeChangeKind, SemanticDiff, diff};
+
+use crate::config::FieldErrors;
+
+/// The launch contract this binary implements: how a run's service, its
+/// binding and its snapshot are laid out. A run records the contract it was
+/// activated under; a binary refuses runs of any other contract.
+pub const LAUNCH_CONTRACT_VERSION: i32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    #[error("the graph file is not a valid graph definition: {0}")]
+    Parse(String),
+    #[error("invalid graph: {0}")]
+    Invalid(FieldErrors),
+    #[error("graph state does not fit this revision: {0}")]
+    StateMismatch(String),
+}
+
+#[cfg(test)]
+mod tests;
