@@ -3,9 +3,11 @@
 //! - `migrate`: migrations and the schema ledger.
 //! - `services`: the monitors' rows.
 //! - `status`: reading the operational status workers write.
+//! - `graphs`: graph revisions and runs: publish, activate, admit, failure records.
 //! - `schema`: diesel table definitions.
 
 mod error;
+pub mod graphs;
 mod migrate;
 pub mod schema;
 mod services;
@@ -17,6 +19,10 @@ use diesel_async::{
 };
 
 pub use error::StoreError;
+pub use graphs::{
+    Activated, Admission, AdmissionRefusal, FailureRecord, GraphStore, GraphStoreError, PlanChange,
+    PublishPlan, RetriedFailure, RevisionRow, RunInspection, RunRow, RunSummary, StopOutcome,
+};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};
 pub use status::{StatusRow, list_status};
