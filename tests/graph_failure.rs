@@ -71,10 +71,17 @@ async fn a_failure_commits_status_and_diagnostics_and_leaves_the_snapshot_alone(
     assert_eq!(stored.failed_node.as_deref(), Some("boom"));
     assert_eq!(stored.diagnostics.unwrap()["frames_applied"], 3);
     assert!(stored.finished_at.is_some());
-    assert_eq!(snapshot_row(&mut conn, run.service_id).await, before, "the last snapshot stays intact");
+    assert_eq!(
+        snapshot_row(&mut conn, run.service_id).await,
+        before,
+        "the last snapshot stays intact"
+    );
     // A retry whose first COMMIT reply was lost finds it done.
     assert_eq!(
-        graphs.record_failure(run.run_id, run.service_id, &TOKEN, &diagnostics("boom")).await.unwrap(),
+        graphs
+            .record_failure(run.run_id, run.service_id, &TOKEN, &diagnostics("boom"))
+            .await
+            .unwrap(),
         FailureRecord::AlreadyRecorded
     );
 }
@@ -88,7 +95,10 @@ async fn a_stale_signature_cannot_record_a_failure() {
         .record_failure(run.run_id, run.service_id, &TOKEN, &diagnostics("boom"))
         .await
         .unwrap();
-    assert!(matches!(record, FailureRecord::OwnershipLost { .. }), "{record:?}");
+    assert!(
+        matches!(record, FailureRecord::OwnershipLost { .. }),
+        "{record:?}"
+    );
     assert_eq!(graphs.run(run.run_id).await.unwrap().status, "running");
 }
 
@@ -99,7 +109,10 @@ async fn a_failure_waits_for_the_snapshot_row_lock_and_rechecks_the_signature() 
     // Another writer holds the row (as an evidence batch would) and commits
     // a successor snapshot while the failure record waits.
     let mut other = common::connect(&db).await;
-    diesel::sql_query("BEGIN").execute(&mut other).await.unwrap();
+    diesel::sql_query("BEGIN")
+        .execute(&mut other)
+        .await
+        .unwrap();
     diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
         .bind::<SqlUuid, _>(run.service_id)
         .execute(&mut other)
@@ -120,9 +133,15 @@ async fn a_failure_waits_for_the_snapshot_row_lock_and_rechecks_the_signature() 
         .execute(&mut other)
         .await
         .unwrap();
-    diesel::sql_query("COMMIT").execute(&mut other).await.unwrap();
+    diesel::sql_query("COMMIT")
+        .execute(&mut other)
+        .await
+        .unwrap();
     let record = waiting.await.unwrap().unwrap();
-    assert!(matches!(record, FailureRecord::OwnershipLost { .. }), "{record:?}");
+    assert!(
+        matches!(record, FailureRecord::OwnershipLost { .. }),
+        "{record:?}"
+    );
     assert_eq!(graphs.run(run.run_id).await.unwrap().status, "running");
 }
 
@@ -145,7 +164,10 @@ async fn wait_for_lock_waiter(conn: &mut AsyncPgConnection) {
         if rows[0].n > 0 {
             return;
         }
-        assert!(Instant::now() < deadline, "the failure record never waited for the row lock");
+        assert!(
+            Instant::now() < deadline,
+            "the failure record never waited for the row lock"
+        );
         tokio::task::yield_now().await;
     }
 }
@@ -158,10 +180,18 @@ async fn a_failure_names_only_its_own_run_and_monitor() {
     // The second run's monitor with the first run's id.
     put_snapshot(&mut conn, second.service_id, &TOKEN).await;
     let record = graphs
-        .record_failure(first.run_id, second.service_id, &TOKEN, &diagnostics("boom"))
+        .record_failure(
+            first.run_id,
+            second.service_id,
+            &TOKEN,
+            &diagnostics("boom"),
+        )
         .await
         .unwrap();
-    assert!(matches!(record, FailureRecord::IdentityMismatch { .. }), "{record:?}");
+    assert!(
+        matches!(record, FailureRecord::IdentityMismatch { .. }),
+        "{record:?}"
+    );
     for run in [&first, &second] {
         assert_eq!(graphs.run(run.run_id).await.unwrap().status, "running");
     }
@@ -171,7 +201,10 @@ async fn a_failure_names_only_its_own_run_and_monitor() {
 async fn a_failure_found_while_stopping_fails_that_run_and_never_its_successor() {
     let (_db, graphs, mut conn) = setup("graph_fail_stopping").await;
     let old = running(&graphs, &mut conn).await;
-    assert_eq!(graphs.stop(old.run_id).await.unwrap(), StopOutcome::Stopping);
+    assert_eq!(
+        graphs.stop(old.run_id).await.unwrap(),
+        StopOutcome::Stopping
+    );
     let successor = running(&graphs, &mut conn).await;
     let record = graphs
         .record_failure(old.run_id, old.service_id, &TOKEN, &diagnostics("boom"))
@@ -179,16 +212,30 @@ async fn a_failure_found_while_stopping_fails_that_run_and_never_its_successor()
         .unwrap();
     assert_eq!(record, FailureRecord::Recorded);
     let old_row = graphs.run(old.run_id).await.unwrap();
-    assert_eq!((old_row.status.as_str(), old_row.lifecycle_intent.as_str()), ("failed", "stopping"));
+    assert_eq!(
+        (old_row.status.as_str(), old_row.lifecycle_intent.as_str()),
+        ("failed", "stopping")
+    );
     let next = graphs.run(successor.run_id).await.unwrap();
     assert_eq!((next.status.as_str(), next.failed_node), ("running", None));
     // And it cannot be aimed at the successor with the old monitor's token.
     let record = graphs
-        .record_failure(successor.run_id, old.service_id, &TOKEN, &diagnostics("boom"))
+        .record_failure(
+            successor.run_id,
+            old.service_id,
+            &TOKEN,
+            &diagnostics("boom"),
+        )
         .await
         .unwrap();
-    assert!(matches!(record, FailureRecord::IdentityMismatch { .. }), "{record:?}");
-    assert_eq!(graphs.run(successor.run_id).await.unwrap().status, "running");
+    assert!(
+        matches!(record, FailureRecord::IdentityMismatch { .. }),
+        "{record:?}"
+    );
+    assert_eq!(
+        graphs.run(successor.run_id).await.unwrap().status,
+        "running"
+    );
 }
 
 #[tokio::test]
@@ -200,10 +247,17 @@ async fn late_admission_of_a_failed_generation_is_refused() {
         .await
         .unwrap();
     // A task that was scheduled before the failure and starts only now.
-    let Admission::Refused(refusal) = graphs.admit(run.run_id, run.service_id).await.unwrap() else {
+    let Admission::Refused(refusal) = graphs.admit(run.run_id, run.service_id).await.unwrap()
+    else {
         panic!("a failed generation was admitted")
     };
-    assert!(matches!(refusal, AdmissionRefusal::TerminalGeneration { generation: 1, .. }), "{refusal}");
+    assert!(
+        matches!(
+            refusal,
+            AdmissionRefusal::TerminalGeneration { generation: 1, .. }
+        ),
+        "{refusal}"
+    );
     assert_eq!(graphs.run(run.run_id).await.unwrap().status, "failed");
 }
 
@@ -211,44 +265,81 @@ async fn late_admission_of_a_failed_generation_is_refused() {
 async fn admission_checks_the_lifecycle_intent() {
     let (db, graphs, mut conn) = setup("graph_admit_intent").await;
     let never_started = graphs.activate("pump-7-graph", 1).await.unwrap();
-    assert_eq!(graphs.stop(never_started.run_id).await.unwrap(), StopOutcome::Stopped);
+    assert_eq!(
+        graphs.stop(never_started.run_id).await.unwrap(),
+        StopOutcome::Stopped
+    );
     assert!(matches!(
-        graphs.admit(never_started.run_id, never_started.service_id).await.unwrap(),
+        graphs
+            .admit(never_started.run_id, never_started.service_id)
+            .await
+            .unwrap(),
         Admission::Refused(AdmissionRefusal::TerminalGeneration { .. })
     ));
 
     let run = running(&graphs, &mut conn).await;
-    assert_eq!(graphs.stop(run.run_id).await.unwrap(), StopOutcome::Stopping);
-    let Admission::Refused(refusal) = graphs.admit(run.run_id, run.service_id).await.unwrap() else {
+    assert_eq!(
+        graphs.stop(run.run_id).await.unwrap(),
+        StopOutcome::Stopping
+    );
+    let Admission::Refused(refusal) = graphs.admit(run.run_id, run.service_id).await.unwrap()
+    else {
         panic!("a stopping run was admitted")
     };
-    assert_eq!(refusal, AdmissionRefusal::LifecycleIntent { run_id: run.run_id, intent: "stopping".into() });
-    assert!(graphs.mark_stopped(run.run_id, run.service_id).await.unwrap());
+    assert_eq!(
+        refusal,
+        AdmissionRefusal::LifecycleIntent {
+            run_id: run.run_id,
+            intent: "stopping".into()
+        }
+    );
+    assert!(
+        graphs
+            .mark_stopped(run.run_id, run.service_id)
+            .await
+            .unwrap()
+    );
     assert!(matches!(
         graphs.admit(run.run_id, run.service_id).await.unwrap(),
         Admission::Refused(AdmissionRefusal::TerminalGeneration { .. })
     ));
-    assert_eq!(graphs.stop(run.run_id).await.unwrap(), StopOutcome::AlreadyStopped);
+    assert_eq!(
+        graphs.stop(run.run_id).await.unwrap(),
+        StopOutcome::AlreadyStopped
+    );
     let service = store::Services::new(store::connect(&db.url, 1).await.unwrap());
-    assert!(service.get(run.service_id).await.unwrap().is_retired(), "a stopped run's monitor is retired");
+    assert!(
+        service.get(run.service_id).await.unwrap().is_retired(),
+        "a stopped run's monitor is retired"
+    );
 }
 
 #[tokio::test]
 async fn a_run_of_another_launch_contract_is_refused_with_the_way_out() {
     let (_db, graphs, mut conn) = setup("graph_admit_contract").await;
     let run = graphs.activate("pump-7-graph", 1).await.unwrap();
-    assert_eq!(graphs.run(run.run_id).await.unwrap().launch_contract, LAUNCH_CONTRACT_VERSION);
+    assert_eq!(
+        graphs.run(run.run_id).await.unwrap().launch_contract,
+        LAUNCH_CONTRACT_VERSION
+    );
     diesel::sql_query("UPDATE graph_runs SET launch_contract = launch_contract + 1 WHERE id = $1")
         .bind::<SqlUuid, _>(run.run_id)
         .execute(&mut conn)
         .await
         .unwrap();
-    let Admission::Refused(refusal) = graphs.admit(run.run_id, run.service_id).await.unwrap() else {
+    let Admission::Refused(refusal) = graphs.admit(run.run_id, run.service_id).await.unwrap()
+    else {
         panic!("a run of an unknown launch contract was admitted")
     };
     let text = refusal.to_string();
-    assert!(matches!(refusal, AdmissionRefusal::LaunchContract { .. }), "{text}");
-    assert!(text.contains("upgrade radar") && text.contains("restore procedure"), "{text}");
+    assert!(
+        matches!(refusal, AdmissionRefusal::LaunchContract { .. }),
+        "{text}"
+    );
+    assert!(
+        text.contains("upgrade radar") && text.contains("restore procedure"),
+        "{text}"
+    );
     assert_eq!(graphs.run(run.run_id).await.unwrap().status, "starting");
 }
 
@@ -286,7 +377,9 @@ impl Relay {
         let (o, r, t) = (open.clone(), refused.clone(), tasks.clone());
         tokio::spawn(async move {
             loop {
-                let Ok((mut client, _)) = listener.accept().await else { return };
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
                 if !AtomicBool::load(&o, Ordering::SeqCst) {
                     r.fetch_add(1, Ordering::SeqCst);
                     drop(client);
@@ -299,7 +392,12 @@ impl Relay {
                 }));
             }
         });
-        Self { port, open, refused, tasks }
+        Self {
+            port,
+            open,
+            refused,
+            tasks,
+        }
     }
 
     fn cut(&self) {
@@ -320,7 +418,10 @@ async fn a_quarantined_failure_record_retries_until_the_database_returns() {
     let run = running(&graphs, &mut conn).await;
     let relay = Relay::start().await;
     let url = db.url.replace(":5432/", &format!(":{}/", relay.port));
-    assert!(common::server_url().ends_with(":5432"), "the relay forwards to the local cluster");
+    assert!(
+        common::server_url().ends_with(":5432"),
+        "the relay forwards to the local cluster"
+    );
     let through_relay = GraphStore::new(store::connect(&url, 1).await.unwrap());
     relay.cut();
     let retrying = tokio::spawn(async move {
@@ -337,13 +438,25 @@ async fn a_quarantined_failure_record_retries_until_the_database_returns() {
     });
     let deadline = Instant::now() + Duration::from_secs(20);
     while AtomicUsize::load(&relay.refused, Ordering::SeqCst) < 2 {
-        assert!(Instant::now() < deadline, "the failure record did not retry");
+        assert!(
+            Instant::now() < deadline,
+            "the failure record did not retry"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(graphs.run(run.run_id).await.unwrap().status, "running", "nothing committed while cut");
+    assert_eq!(
+        graphs.run(run.run_id).await.unwrap().status,
+        "running",
+        "nothing committed while cut"
+    );
     relay.restore();
-    let outcome = tokio::time::timeout(Duration::from_secs(60), retrying).await.unwrap().unwrap();
-    let RetriedFailure::Settled { record, attempts } = outcome else { panic!("{outcome:?}") };
+    let outcome = tokio::time::timeout(Duration::from_secs(60), retrying)
+        .await
+        .unwrap()
+        .unwrap();
+    let RetriedFailure::Settled { record, attempts } = outcome else {
+        panic!("{outcome:?}")
+    };
     assert_eq!(record, FailureRecord::Recorded);
     assert!(attempts >= 3, "{attempts} attempts");
     assert_eq!(graphs.run(run.run_id).await.unwrap().status, "failed");
@@ -378,7 +491,13 @@ async fn an_explicit_stop_ends_the_retries() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     stop_tx.send(()).unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(10), retrying).await.unwrap().unwrap();
-    assert!(matches!(outcome, RetriedFailure::Stopped { .. }), "{outcome:?}");
+    let outcome = tokio::time::timeout(Duration::from_secs(10), retrying)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(outcome, RetriedFailure::Stopped { .. }),
+        "{outcome:?}"
+    );
     assert_eq!(graphs.run(run.run_id).await.unwrap().status, "running");
 }

@@ -36,7 +36,10 @@ async fn a_layout_only_revision_keeps_the_hash_and_the_monitor_fingerprint() {
         a.config_fingerprint, b.config_fingerprint,
         "a snapshot bound to revision 1 restores under revision 2"
     );
-    assert_eq!(a.monitor_config().unwrap().fingerprint().to_vec(), a.config_fingerprint);
+    assert_eq!(
+        a.monitor_config().unwrap().fingerprint().to_vec(),
+        a.config_fingerprint
+    );
 }
 
 #[tokio::test]
@@ -45,7 +48,11 @@ async fn a_semantic_revision_changes_the_hash_and_the_fingerprint_and_names_the_
     let (graphs, services) = graph_store(&db).await;
     let first = graphs.publish(definition(example())).await.unwrap();
     let plan = graphs.plan(&definition(semantic_edit())).await.unwrap();
-    let PlanChange::Semantic { from_revision, diff } = plan.change else {
+    let PlanChange::Semantic {
+        from_revision,
+        diff,
+    } = plan.change
+    else {
         panic!("expected a semantic change, got {:?}", plan.change)
     };
     assert_eq!(from_revision, 1);
@@ -74,7 +81,10 @@ async fn publishing_the_same_definition_twice_is_refused() {
     let plan = graphs.plan(&definition(example())).await.unwrap();
     assert_eq!(plan.change, PlanChange::Identical { revision: 1 });
     let err = graphs.publish(definition(example())).await.unwrap_err();
-    assert!(matches!(err, GraphStoreError::IdenticalRevision { revision: 1, .. }), "{err}");
+    assert!(
+        matches!(err, GraphStoreError::IdenticalRevision { revision: 1, .. }),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -86,7 +96,10 @@ async fn re_activating_an_old_revision_creates_a_new_service_and_run() {
     let first = graphs.activate("pump-7-graph", 1).await.unwrap();
     let second = graphs.activate("pump-7-graph", 2).await.unwrap();
     let back = graphs.activate("pump-7-graph", 1).await.unwrap();
-    assert_eq!((first.generation, second.generation, back.generation), (1, 2, 3));
+    assert_eq!(
+        (first.generation, second.generation, back.generation),
+        (1, 2, 3)
+    );
     assert_ne!(back.service_id, first.service_id);
     assert_ne!(back.run_id, first.run_id);
     let monitor = services.get(back.service_id).await.unwrap();
@@ -96,7 +109,15 @@ async fn re_activating_an_old_revision_creates_a_new_service_and_run() {
     let mut conn = common::connect(&db).await;
     put_snapshot(&mut conn, first.service_id, &[7; 32]).await;
     assert!(snapshot_row(&mut conn, back.service_id).await.is_empty());
-    assert_eq!(graphs.run_for_service(back.service_id).await.unwrap().unwrap().id, back.run_id);
+    assert_eq!(
+        graphs
+            .run_for_service(back.service_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
+        back.run_id
+    );
 }
 
 #[tokio::test]
@@ -141,7 +162,10 @@ async fn inspect_shows_status_coverage_and_the_last_snapshot_envelope() {
     let snapshot = inspection.last_snapshot.unwrap();
     assert_eq!(snapshot.processed_count, 42);
     assert_eq!(snapshot.signature_prefix, "ee".repeat(8));
-    assert_eq!(inspection.operational.unwrap().coverage.unwrap()["version"], 3);
+    assert_eq!(
+        inspection.operational.unwrap().coverage.unwrap()["version"],
+        3
+    );
     assert_eq!(inspection.semantics_hash, run.semantics_hash);
     let listed = graphs.list_runs().await.unwrap();
     assert_eq!(listed.len(), 1);
@@ -155,7 +179,11 @@ async fn an_invalid_graph_is_refused_before_anything_is_stored() {
     let mut value = example();
     node_mut(&mut value, "temperature_ewma")["params"]["alpha"] = serde_json::json!(0);
     let err = graphs.publish(definition(value)).await.unwrap_err();
-    assert!(err.to_string().contains("nodes.temperature_ewma.params.alpha"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("nodes.temperature_ewma.params.alpha"),
+        "{err}"
+    );
     assert!(graphs.list_runs().await.unwrap().is_empty());
     assert!(matches!(
         graphs.graph_id("pump-7-graph").await,

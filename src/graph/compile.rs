@@ -44,7 +44,10 @@ impl CompiledGraph {
                 ));
             }
             if !(node.layout.x.is_finite() && node.layout.y.is_finite()) {
-                errors.push(FieldError::new(node_field(&node.id, "layout"), "x and y must be finite"));
+                errors.push(FieldError::new(
+                    node_field(&node.id, "layout"),
+                    "x and y must be finite",
+                ));
             }
         }
 
@@ -95,7 +98,14 @@ impl CompiledGraph {
         let mut sinks = Vec::new();
         for (i, node) in definition.nodes.iter().enumerate() {
             let Some(spec) = &specs[i] else { continue };
-            check_ports(node.id.as_str(), spec, &inputs[i], &specs, &definition, &mut errors);
+            check_ports(
+                node.id.as_str(),
+                spec,
+                &inputs[i],
+                &specs,
+                &definition,
+                &mut errors,
+            );
             if let NodeSpec::Reading(p) = spec {
                 match readings.get(p.reading.as_str()) {
                     Some(&index) => {
@@ -120,7 +130,10 @@ impl CompiledGraph {
         if sinks.len() != 1 {
             errors.push(FieldError::new(
                 "nodes",
-                format!("a graph needs exactly one alarm sink, found {}", sinks.len()),
+                format!(
+                    "a graph needs exactly one alarm sink, found {}",
+                    sinks.len()
+                ),
             ));
         }
         for (index, reading) in definition.readings.iter().enumerate() {
@@ -135,7 +148,10 @@ impl CompiledGraph {
         let order = match topological_order(&inputs) {
             Ok(order) => order,
             Err(cycle) => {
-                let names: Vec<&str> = cycle.iter().map(|&i| definition.nodes[i].id.as_str()).collect();
+                let names: Vec<&str> = cycle
+                    .iter()
+                    .map(|&i| definition.nodes[i].id.as_str())
+                    .collect();
                 errors.push(FieldError::new(
                     node_field(names.first().copied().unwrap_or(""), "edges"),
                     format!("the graph has a cycle through {}", names.join(", ")),
@@ -189,7 +205,11 @@ impl CompiledGraph {
     /// first detector node's settings, and the binding whose semantics hash
     /// enters the config fingerprint, so a snapshot of one revision restores
     /// into another only when both compute the same numbers.
-    pub fn monitor_config(&self, service_name: String, binding: super::GraphBinding) -> MonitorConfig {
+    pub fn monitor_config(
+        &self,
+        service_name: String,
+        binding: super::GraphBinding,
+    ) -> MonitorConfig {
         let detector = self
             .specs
             .iter()
@@ -236,7 +256,10 @@ fn check_readings<'a>(
     errors: &mut Vec<FieldError>,
 ) -> HashMap<&'a str, usize> {
     if definition.readings.is_empty() {
-        errors.push(FieldError::new("readings", "a graph needs at least one reading"));
+        errors.push(FieldError::new(
+            "readings",
+            "a graph needs at least one reading",
+        ));
     }
     // The monitor's own checks cover topics (wildcards, system topics,
     // duplicates); reuse them on the readings alone.
@@ -288,7 +311,11 @@ fn check_ports(
         };
         errors.push(FieldError::new(
             node_field(id, "edges"),
-            format!("a {} node takes {expected}, it has {}", spec.type_name(), inputs.len()),
+            format!(
+                "a {} node takes {expected}, it has {}",
+                spec.type_name(),
+                inputs.len()
+            ),
         ));
     }
     let Some(port) = wanted.port else { return };
@@ -321,7 +348,8 @@ fn topological_order(inputs: &[Vec<usize>]) -> Result<Vec<usize>, Vec<usize>> {
             consumers[from].push(to);
         }
     }
-    let mut ready: std::collections::BTreeSet<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..n).filter(|&i| pending[i] == 0).collect();
     let mut order = Vec::with_capacity(n);
     while let Some(next) = ready.pop_first() {
         order.push(next);

@@ -34,10 +34,17 @@ pub enum NodeUpdate {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum NodeOutcome {
-    Applied { node: String },
-    Rejected { node: String, reason: String },
+    Applied {
+        node: String,
+    },
+    Rejected {
+        node: String,
+        reason: String,
+    },
     /// An input had no value this frame; the node was not called.
-    Skipped { node: String },
+    Skipped {
+        node: String,
+    },
 }
 
 /// A detector node's view of a frame.
@@ -159,10 +166,7 @@ impl GraphExecutor {
         let mut states = Vec::with_capacity(graph.specs.len());
         for (i, spec) in graph.specs.iter().enumerate() {
             states.push(initial_state(spec, graph.inputs[i].len()).map_err(|e| {
-                GraphError::StateMismatch(format!(
-                    "node {:?}: {e}",
-                    graph.definition.nodes[i].id
-                ))
+                GraphError::StateMismatch(format!("node {:?}: {e}", graph.definition.nodes[i].id))
             })?);
         }
         Ok(Self {
@@ -239,7 +243,8 @@ impl GraphExecutor {
         };
         for &i in &self.graph.order {
             let id = self.graph.definition.nodes[i].id.clone();
-            let inputs: Option<Vec<f64>> = self.graph.inputs[i].iter().map(|&j| outputs[j]).collect();
+            let inputs: Option<Vec<f64>> =
+                self.graph.inputs[i].iter().map(|&j| outputs[j]).collect();
             let Some(inputs) = inputs else {
                 report.nodes.push(NodeOutcome::Skipped { node: id });
                 continue;
@@ -261,7 +266,9 @@ impl GraphExecutor {
                     report.nodes.push(NodeOutcome::Applied { node: id });
                 }
                 NodeUpdate::Rejected(reason) => {
-                    report.nodes.push(NodeOutcome::Rejected { node: id, reason });
+                    report
+                        .nodes
+                        .push(NodeOutcome::Rejected { node: id, reason });
                 }
                 NodeUpdate::FatalUncertain(reason) => {
                     let diagnostics = FailureDiagnostics {
@@ -322,7 +329,9 @@ fn finite(value: f64, what: &str) -> Result<f64, NodeUpdate> {
     if value.is_finite() {
         Ok(value)
     } else {
-        Err(NodeUpdate::Rejected(format!("{what} is not a finite number")))
+        Err(NodeUpdate::Rejected(format!(
+            "{what} is not a finite number"
+        )))
     }
 }
 
@@ -347,9 +356,17 @@ fn update(
             })
         }
         (NodeSpec::RollingMean(p), NodeState::RollingMean { values }) => {
-            let dropped = if values.len() == p.window { values.front().copied() } else { None };
+            let dropped = if values.len() == p.window {
+                values.front().copied()
+            } else {
+                None
+            };
             let kept = values.len() - usize::from(dropped.is_some());
-            let sum: f64 = values.iter().skip(usize::from(dropped.is_some())).sum::<f64>() + first;
+            let sum: f64 = values
+                .iter()
+                .skip(usize::from(dropped.is_some()))
+                .sum::<f64>()
+                + first;
             finite(sum / (kept + 1) as f64, "the rolling mean").map(|mean| {
                 if dropped.is_some() {
                     values.pop_front();

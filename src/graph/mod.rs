@@ -24,17 +24,19 @@ compile_error!(
 );
 
 pub use compile::CompiledGraph;
-pub use definition::{Edge, GraphDefinition, GraphReading, Layout, MAX_GRAPH_NAME_LEN, NodeDefinition};
+pub use definition::{
+    Edge, GraphDefinition, GraphReading, Layout, MAX_GRAPH_NAME_LEN, NodeDefinition,
+};
 pub use execute::{
     DetectorFrame, FailureDiagnostics, FrameReport, GraphExecutor, GraphState, NodeOutcome,
     NodeState, NodeUpdate, QuarantinedGraph, SinkOutput, Step,
 };
-#[cfg(feature = "fault-injection")]
-pub use nodes::{FailAfterParams, FailMode};
 pub use nodes::{
     AlarmParams, CombineOp, CombineParams, EwmaParams, Inputs, MAX_ROLLING_WINDOW, NoParams,
     NodeSpec, Port, ReadingParams, RollingMeanParams, ScaleParams,
 };
+#[cfg(feature = "fault-injection")]
+pub use nodes::{FailAfterParams, FailMode};
 pub use semantics::{GraphBinding, NodeChange, NodeChangeKind, SemanticDiff, diff};
 
 use crate::config::FieldErrors;

@@ -204,7 +204,10 @@ impl NodeSpec {
         match self {
             NodeSpec::Scale(p) => {
                 if !p.factor.is_finite() || p.factor == 0.0 {
-                    errors.push(FieldError::new(at("factor"), "must be a finite, non-zero number"));
+                    errors.push(FieldError::new(
+                        at("factor"),
+                        "must be a finite, non-zero number",
+                    ));
                 }
                 if !p.offset.is_finite() {
                     errors.push(FieldError::new(at("offset"), "must be a finite number"));
@@ -226,14 +229,14 @@ impl NodeSpec {
             NodeSpec::Detector(settings) => errors.extend(settings.validate(prefix, inputs)),
             NodeSpec::Alarm(p) => {
                 if !(p.threshold.is_finite() && p.threshold > 0.0) {
-                    errors.push(FieldError::new(at("threshold"), "must be a positive number"));
+                    errors.push(FieldError::new(
+                        at("threshold"),
+                        "must be a positive number",
+                    ));
                 }
                 let rule = &p.rule;
                 if rule.open_n == 0 || rule.open_k == 0 || rule.open_k > rule.open_n {
-                    errors.push(FieldError::new(
-                        at("rule"),
-                        "needs 1 <= open_k <= open_n",
-                    ));
+                    errors.push(FieldError::new(at("rule"), "needs 1 <= open_k <= open_n"));
                 }
                 if rule.close_m == 0 {
                     errors.push(FieldError::new(at("rule.close_m"), "must be at least 1"));

@@ -123,32 +123,66 @@ fn writing_a_default_or_an_integer_float_differently_keeps_the_hash() {
 #[test]
 fn every_semantic_edit_changes_the_hash_the_fingerprint_and_names_the_node() {
     let base = compiled(example_json());
-    let base_fp = base.monitor_config("a".into(), binding(&base, 1)).fingerprint();
+    let base_fp = base
+        .monitor_config("a".into(), binding(&base, 1))
+        .fingerprint();
     let edits: Vec<(Box<dyn Fn(&mut Value)>, Option<&str>)> = vec![
-        (Box::new(|g| node_mut(g, "flow_ls")["params"]["factor"] = json!(0.28)), Some("flow_ls")),
-        (Box::new(|g| node_mut(g, "pressure_avg")["params"]["window"] = json!(6)), Some("pressure_avg")),
-        (Box::new(|g| node_mut(g, "temperature_ewma")["params"]["alpha"] = json!(0.31)), Some("temperature_ewma")),
-        (Box::new(|g| node_mut(g, "worst")["params"]["op"] = json!("mean")), Some("worst")),
-        (Box::new(|g| node_mut(g, "pump")["params"]["false_alarm_rate"] = json!(0.02)), Some("pump")),
-        (Box::new(|g| node_mut(g, "alarm")["params"]["threshold"] = json!(1.5)), Some("alarm")),
+        (
+            Box::new(|g| node_mut(g, "flow_ls")["params"]["factor"] = json!(0.28)),
+            Some("flow_ls"),
+        ),
+        (
+            Box::new(|g| node_mut(g, "pressure_avg")["params"]["window"] = json!(6)),
+            Some("pressure_avg"),
+        ),
+        (
+            Box::new(|g| node_mut(g, "temperature_ewma")["params"]["alpha"] = json!(0.31)),
+            Some("temperature_ewma"),
+        ),
+        (
+            Box::new(|g| node_mut(g, "worst")["params"]["op"] = json!("mean")),
+            Some("worst"),
+        ),
+        (
+            Box::new(|g| node_mut(g, "pump")["params"]["false_alarm_rate"] = json!(0.02)),
+            Some("pump"),
+        ),
+        (
+            Box::new(|g| node_mut(g, "alarm")["params"]["threshold"] = json!(1.5)),
+            Some("alarm"),
+        ),
         // Input order of a detector is its feature order.
-        (Box::new(|g| g["edges"].as_array_mut().unwrap().swap(4, 5)), Some("pump")),
-        (Box::new(|g| g["readings"][0]["topic"] = json!("plant/hall-b/pump-8/pressure")), None),
-        (Box::new(|g| g["alignment"]["max_skew_ms"] = json!(999)), None),
+        (
+            Box::new(|g| g["edges"].as_array_mut().unwrap().swap(4, 5)),
+            Some("pump"),
+        ),
+        (
+            Box::new(|g| g["readings"][0]["topic"] = json!("plant/hall-b/pump-8/pressure")),
+            None,
+        ),
+        (
+            Box::new(|g| g["alignment"]["max_skew_ms"] = json!(999)),
+            None,
+        ),
     ];
     for (i, (edit, node)) in edits.iter().enumerate() {
         let mut value = example_json();
         edit(&mut value);
         let changed = compiled(value);
         assert_ne!(changed.semantics_hash(), base.semantics_hash(), "edit {i}");
-        let fp = changed.monitor_config("a".into(), binding(&changed, 2)).fingerprint();
+        let fp = changed
+            .monitor_config("a".into(), binding(&changed, 2))
+            .fingerprint();
         assert_ne!(fp, base_fp, "edit {i}");
         let d = diff(&base, &changed);
         assert!(!d.is_layout_only());
         match node {
             Some(node) => assert_eq!(
                 d.nodes,
-                vec![NodeChange { node: node.to_string(), change: NodeChangeKind::Changed }],
+                vec![NodeChange {
+                    node: node.to_string(),
+                    change: NodeChangeKind::Changed
+                }],
                 "edit {i}"
             ),
             None => assert!(d.readings_changed || d.alignment_changed, "edit {i}"),
@@ -164,42 +198,111 @@ fn a_monitor_without_a_graph_keeps_its_old_fingerprint_form() {
     config.graph = None;
     assert_ne!(config.fingerprint(), with);
     let json = serde_json::to_value(&config).unwrap();
-    assert!(json.get("graph").is_none(), "plain monitors serialize as before");
+    assert!(
+        json.get("graph").is_none(),
+        "plain monitors serialize as before"
+    );
 }
 
 #[test]
 fn each_invalid_graph_is_rejected_naming_the_node() {
     let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
-        (Box::new(|g| node_mut(g, "flow_ls")["params"]["factor"] = json!(0)), "nodes.flow_ls.params.factor"),
-        (Box::new(|g| node_mut(g, "pressure_avg")["params"]["window"] = json!(0)), "nodes.pressure_avg.params.window"),
-        (Box::new(|g| node_mut(g, "temperature_ewma")["params"]["alpha"] = json!(1.5)), "nodes.temperature_ewma.params.alpha"),
-        (Box::new(|g| node_mut(g, "pump")["params"]["false_alarm_rate"] = json!(2)), "nodes.pump.params.false_alarm_rate"),
-        (Box::new(|g| node_mut(g, "flow_ls")["params"]["gain"] = json!(1)), "nodes.flow_ls.type"),
-        (Box::new(|g| node_mut(g, "flow_ls")["type"] = json!("fft")), "nodes.flow_ls.type"),
-        (Box::new(|g| node_mut(g, "pressure")["params"]["reading"] = json!("vibration")), "nodes.pressure.params.reading"),
+        (
+            Box::new(|g| node_mut(g, "flow_ls")["params"]["factor"] = json!(0)),
+            "nodes.flow_ls.params.factor",
+        ),
+        (
+            Box::new(|g| node_mut(g, "pressure_avg")["params"]["window"] = json!(0)),
+            "nodes.pressure_avg.params.window",
+        ),
+        (
+            Box::new(|g| node_mut(g, "temperature_ewma")["params"]["alpha"] = json!(1.5)),
+            "nodes.temperature_ewma.params.alpha",
+        ),
+        (
+            Box::new(|g| node_mut(g, "pump")["params"]["false_alarm_rate"] = json!(2)),
+            "nodes.pump.params.false_alarm_rate",
+        ),
+        (
+            Box::new(|g| node_mut(g, "flow_ls")["params"]["gain"] = json!(1)),
+            "nodes.flow_ls.type",
+        ),
+        (
+            Box::new(|g| node_mut(g, "flow_ls")["type"] = json!("fft")),
+            "nodes.flow_ls.type",
+        ),
+        (
+            Box::new(|g| node_mut(g, "pressure")["params"]["reading"] = json!("vibration")),
+            "nodes.pressure.params.reading",
+        ),
         // A score into a series transform.
-        (Box::new(|g| g["edges"].as_array_mut().unwrap().push(json!({"from": "pump", "to": "flow_change"}))), "nodes.flow_change.edges"),
+        (
+            Box::new(|g| {
+                g["edges"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"from": "pump", "to": "flow_change"}))
+            }),
+            "nodes.flow_change.edges",
+        ),
         // A series straight into the alarm sink.
-        (Box::new(|g| g["edges"].as_array_mut().unwrap()[11] = json!({"from": "flow_ls", "to": "alarm"})), "nodes.alarm.edges"),
-        (Box::new(|g| g["edges"].as_array_mut().unwrap().push(json!({"from": "ghost", "to": "alarm"}))), "edges[12]"),
-        (Box::new(|g| g["readings"][1]["topic"] = json!("plant/+/flow")), "readings[1].topic"),
-        (Box::new(|g| g["readings"].as_array_mut().unwrap().push(json!({"name": "spare", "topic": "x/y"}))), "readings.spare"),
+        (
+            Box::new(|g| {
+                g["edges"].as_array_mut().unwrap()[11] = json!({"from": "flow_ls", "to": "alarm"})
+            }),
+            "nodes.alarm.edges",
+        ),
+        (
+            Box::new(|g| {
+                g["edges"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"from": "ghost", "to": "alarm"}))
+            }),
+            "edges[12]",
+        ),
+        (
+            Box::new(|g| g["readings"][1]["topic"] = json!("plant/+/flow")),
+            "readings[1].topic",
+        ),
+        (
+            Box::new(|g| {
+                g["readings"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"name": "spare", "topic": "x/y"}))
+            }),
+            "readings.spare",
+        ),
     ];
     for (edit, field) in cases {
         let mut value = example_json();
         edit(&mut value);
         let fields = rejected_fields(value);
-        assert!(fields.iter().any(|f| f == field), "expected {field}, got {fields:?}");
+        assert!(
+            fields.iter().any(|f| f == field),
+            "expected {field}, got {fields:?}"
+        );
     }
 }
 
 #[test]
 fn a_cycle_is_rejected_naming_its_nodes() {
-    let mut value = small(Some(json!({"id": "s", "type": "scale", "params": {"factor": 2}, "layout": {"x": 0, "y": 0}})));
-    value["nodes"].as_array_mut().unwrap().push(json!({"id": "s2", "type": "scale", "params": {"factor": 2}, "layout": {"x": 0, "y": 0}}));
+    let mut value = small(Some(
+        json!({"id": "s", "type": "scale", "params": {"factor": 2}, "layout": {"x": 0, "y": 0}}),
+    ));
+    value["nodes"].as_array_mut().unwrap().push(
+        json!({"id": "s2", "type": "scale", "params": {"factor": 2}, "layout": {"x": 0, "y": 0}}),
+    );
     // p -> s -> det, and s <-> s2: s now has two inputs and a cycle.
-    value["edges"].as_array_mut().unwrap().push(json!({"from": "s", "to": "s2"}));
-    value["edges"].as_array_mut().unwrap().push(json!({"from": "s2", "to": "s"}));
+    value["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "s", "to": "s2"}));
+    value["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "s2", "to": "s"}));
     let err = CompiledGraph::compile(GraphDefinition::from_json(value).unwrap()).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("cycle through s, s2"), "{text}");
@@ -220,7 +323,9 @@ fn unknown_top_level_or_layout_keys_are_refused() {
 
 #[test]
 fn transforms_compute_their_values_and_the_detector_reaches_monitoring() {
-    let graph = compiled(small(Some(json!({"id": "avg", "type": "rolling_mean", "params": {"window": 2}, "layout": {"x": 0, "y": 0}}))));
+    let graph = compiled(small(Some(
+        json!({"id": "avg", "type": "rolling_mean", "params": {"window": 2}, "layout": {"x": 0, "y": 0}}),
+    )));
     let mut executor = GraphExecutor::new(graph).unwrap();
     let mut sink_seen = false;
     let mut phase_changes = 0;
@@ -230,11 +335,19 @@ fn transforms_compute_their_values_and_the_detector_reaches_monitoring() {
         phase_changes += usize::from(report.phase_changed());
         sink_seen |= report.sink.is_some();
     }
-    assert!(sink_seen, "scores reach the sink once the detector monitors");
-    assert!(phase_changes >= 2, "training and calibration ends are reported");
+    assert!(
+        sink_seen,
+        "scores reach the sink once the detector monitors"
+    );
+    assert!(
+        phase_changes >= 2,
+        "training and calibration ends are reported"
+    );
     let state = executor.export_state();
     let (_, avg) = state.nodes.iter().find(|(id, _)| id == "avg").unwrap();
-    let NodeState::RollingMean { values } = avg else { panic!() };
+    let NodeState::RollingMean { values } = avg else {
+        panic!()
+    };
     assert_eq!(values.len(), 2);
     assert_eq!(values[1], frame(39).values[0]);
 }
@@ -253,7 +366,9 @@ fn exported_state_restores_into_the_same_semantics_only() {
     assert_eq!(ra, rb);
     assert_eq!(a.export_state(), b.export_state());
 
-    let other = compiled(small(Some(json!({"id": "s", "type": "scale", "params": {"factor": 2}, "layout": {"x": 0, "y": 0}}))));
+    let other = compiled(small(Some(
+        json!({"id": "s", "type": "scale", "params": {"factor": 2}, "layout": {"x": 0, "y": 0}}),
+    )));
     assert!(matches!(
         GraphExecutor::restore(other, state),
         Err(GraphError::StateMismatch(_))
@@ -262,16 +377,33 @@ fn exported_state_restores_into_the_same_semantics_only() {
 
 #[test]
 fn a_non_finite_reading_is_a_certain_rejection_that_skips_its_consumers() {
-    let graph = compiled(small(Some(json!({"id": "e", "type": "ewma", "params": {"alpha": 0.5}, "layout": {"x": 0, "y": 0}}))));
+    let graph = compiled(small(Some(
+        json!({"id": "e", "type": "ewma", "params": {"alpha": 0.5}, "layout": {"x": 0, "y": 0}}),
+    )));
     let executor = GraphExecutor::new(graph).unwrap();
     let (executor, _) = advance(executor, 0);
     let before = executor.export_state();
-    let bad = Frame { ts: frame(1).ts, values: vec![f64::NAN, 1.0] };
-    let Step::Advanced { executor, report } = executor.run_frame(&bad) else { panic!() };
-    assert_eq!(report.rejected().map(|(n, _)| n).collect::<Vec<_>>(), vec!["p"]);
-    assert!(report.nodes.contains(&NodeOutcome::Skipped { node: "e".into() }));
+    let bad = Frame {
+        ts: frame(1).ts,
+        values: vec![f64::NAN, 1.0],
+    };
+    let Step::Advanced { executor, report } = executor.run_frame(&bad) else {
+        panic!()
+    };
+    assert_eq!(
+        report.rejected().map(|(n, _)| n).collect::<Vec<_>>(),
+        vec!["p"]
+    );
+    assert!(
+        report
+            .nodes
+            .contains(&NodeOutcome::Skipped { node: "e".into() })
+    );
     let after = executor.export_state();
-    assert_eq!(after.nodes, before.nodes, "a rejection leaves every node's state as it was");
+    assert_eq!(
+        after.nodes, before.nodes,
+        "a rejection leaves every node's state as it was"
+    );
 }
 
 #[cfg(feature = "fault-injection")]
@@ -279,7 +411,9 @@ mod fault {
     use super::*;
 
     fn failing(mode: &str) -> CompiledGraph {
-        compiled(small(Some(json!({"id": "boom", "type": "fail_after", "params": {"updates": 3, "mode": mode}, "layout": {"x": 0, "y": 0}}))))
+        compiled(small(Some(
+            json!({"id": "boom", "type": "fail_after", "params": {"updates": 3, "mode": mode}, "layout": {"x": 0, "y": 0}}),
+        )))
     }
 
     #[test]
@@ -309,7 +443,10 @@ mod fault {
         }
         let before = executor.export_state();
         let (executor, report) = advance(executor, 3);
-        assert_eq!(report.rejected().map(|(n, _)| n).collect::<Vec<_>>(), vec!["boom"]);
+        assert_eq!(
+            report.rejected().map(|(n, _)| n).collect::<Vec<_>>(),
+            vec!["boom"]
+        );
         assert_eq!(executor.export_state().nodes, before.nodes);
         assert_eq!(executor.frames_applied(), 4);
     }

@@ -188,13 +188,19 @@ impl GraphStore {
 
     /// Publishes a new revision (creating the graph on first use). Refuses
     /// a definition identical to the latest revision.
-    pub async fn publish(&self, definition: GraphDefinition) -> Result<PublishPlan, GraphStoreError> {
+    pub async fn publish(
+        &self,
+        definition: GraphDefinition,
+    ) -> Result<PublishPlan, GraphStoreError> {
         let compiled = CompiledGraph::compile(definition.clone())?;
         let mut conn = checkout(&self.pool).await?;
         let plan = conn
             .transaction::<_, GraphStoreError, _>(async |conn| {
                 diesel::insert_into(graphs::table)
-                    .values((graphs::id.eq(Uuid::new_v4()), graphs::name.eq(&definition.name)))
+                    .values((
+                        graphs::id.eq(Uuid::new_v4()),
+                        graphs::name.eq(&definition.name),
+                    ))
                     .on_conflict(graphs::name)
                     .do_nothing()
                     .execute(conn)
@@ -244,14 +250,18 @@ impl GraphStore {
             .ok_or_else(|| GraphStoreError::GraphNotFound(name.to_string()))
     }
 
-    pub async fn revision(&self, graph_id: Uuid, revision: i32) -> Result<RevisionRow, GraphStoreError> {
+    pub async fn revision(
+        &self,
+        graph_id: Uuid,
+        revision: i32,
+    ) -> Result<RevisionRow, GraphStoreError> {
         let mut conn = checkout(&self.pool).await?;
-        load_revision(&mut conn, graph_id, revision).await?.ok_or_else(|| {
-            GraphStoreError::RevisionNotFound {
+        load_revision(&mut conn, graph_id, revision)
+            .await?
+            .ok_or_else(|| GraphStoreError::RevisionNotFound {
                 graph: graph_id.to_string(),
                 revision,
-            }
-        })
+            })
     }
 
     /// Starts a new run of a published revision: a new monitor (service)
@@ -270,12 +280,12 @@ impl GraphStore {
                     .await
                     .optional()?
                     .ok_or_else(|| GraphStoreError::GraphNotFound(graph.to_string()))?;
-                let row = load_revision(conn, graph_id, revision).await?.ok_or_else(|| {
-                    GraphStoreError::RevisionNotFound {
+                let row = load_revision(conn, graph_id, revision)
+                    .await?
+                    .ok_or_else(|| GraphStoreError::RevisionNotFound {
                         graph: graph.to_string(),
                         revision,
-                    }
-                })?;
+                    })?;
                 let compiled = row.compile()?;
                 let last: Option<i64> = graph_runs::table
                     .filter(graph_runs::graph_id.eq(graph_id))
@@ -296,8 +306,8 @@ impl GraphStore {
                         semantics_hash: row.semantics_hash.clone(),
                     },
                 );
-                let json = serde_json::to_value(&config)
-                    .map_err(|e| GraphError::Parse(e.to_string()))?;
+                let json =
+                    serde_json::to_value(&config).map_err(|e| GraphError::Parse(e.to_string()))?;
                 let inserted = diesel::insert_into(services::table)
                     .values((
                         services::id.eq(service_id),
@@ -308,7 +318,11 @@ impl GraphStore {
                     ))
                     .execute(conn)
                     .await;
-                if let Err(diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) = inserted {
+                if let Err(diesel::result::Error::DatabaseError(
+                    DatabaseErrorKind::UniqueViolation,
+                    _,
+                )) = inserted
+                {
                     return Err(GraphStoreError::ServiceNameTaken(service_name));
                 }
                 inserted?;

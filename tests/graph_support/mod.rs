@@ -30,7 +30,8 @@ pub fn node_mut<'a>(graph: &'a mut Value, id: &str) -> &'a mut Value {
 /// The example with only its layout changed.
 pub fn layout_edit() -> Value {
     let mut value = example();
-    node_mut(&mut value, "pump")["layout"] = serde_json::json!({"x": 640.5, "y": 80, "label": "Pump", "color": "#123456"});
+    node_mut(&mut value, "pump")["layout"] =
+        serde_json::json!({"x": 640.5, "y": 80, "label": "Pump", "color": "#123456"});
     value
 }
 

@@ -112,9 +112,14 @@ impl GraphStore {
                 status::last_error,
                 status::heartbeat_at,
             ))
-            .first::<(String, String, i64, Option<serde_json::Value>, Option<String>, DateTime<Utc>)>(
-                &mut conn,
-            )
+            .first::<(
+                String,
+                String,
+                i64,
+                Option<serde_json::Value>,
+                Option<String>,
+                DateTime<Utc>,
+            )>(&mut conn)
             .await
             .optional()?
             .map(

@@ -31,18 +31,30 @@ pub enum AdmissionRefusal {
     #[error("no graph run with id {run_id}")]
     UnknownRun { run_id: Uuid },
     #[error("run {run_id} belongs to monitor {expected}, not {got}")]
-    ServiceMismatch { run_id: Uuid, expected: Uuid, got: Uuid },
+    ServiceMismatch {
+        run_id: Uuid,
+        expected: Uuid,
+        got: Uuid,
+    },
     #[error(
         "run {run_id} was activated under graph launch contract {run} but this radar supports \
          only contract {supported}; upgrade radar to a release that supports it, or follow the \
          reviewed database restore procedure (README, Graph runs)"
     )]
-    LaunchContract { run_id: Uuid, run: i32, supported: i32 },
+    LaunchContract {
+        run_id: Uuid,
+        run: i32,
+        supported: i32,
+    },
     #[error(
         "run {run_id} (generation {generation}) is {status}; a finished generation never runs \
          again; activate the revision again for a fresh run"
     )]
-    TerminalGeneration { run_id: Uuid, generation: i64, status: String },
+    TerminalGeneration {
+        run_id: Uuid,
+        generation: i64,
+        status: String,
+    },
     #[error("run {run_id} is {intent} by operator request")]
     LifecycleIntent { run_id: Uuid, intent: String },
 }
@@ -65,7 +77,10 @@ pub enum FailureRecord {
 /// The end of a failure record retried until it settles or a stop.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RetriedFailure {
-    Settled { record: FailureRecord, attempts: u32 },
+    Settled {
+        record: FailureRecord,
+        attempts: u32,
+    },
     /// An explicit stop ended the retries before the database answered.
     Stopped { attempts: u32, last_error: String },
 }
@@ -155,12 +170,11 @@ impl GraphStore {
         token: &[u8],
         diagnostics: &FailureDiagnostics,
     ) -> Result<FailureRecord, StoreError> {
-        let details = serde_json::to_value(diagnostics).map_err(|e| {
-            StoreError::InvalidStoredConfig {
+        let details =
+            serde_json::to_value(diagnostics).map_err(|e| StoreError::InvalidStoredConfig {
                 id: service_id,
                 reason: format!("cannot encode failure diagnostics: {e}"),
-            }
-        })?;
+            })?;
         let mut conn = checkout(&self.pool).await?;
         let record = conn
             .transaction::<_, diesel::result::Error, _>(async |conn| {
@@ -233,8 +247,12 @@ impl GraphStore {
             })
             .await?;
         match &record {
-            FailureRecord::Recorded => tracing::error!(run_id = %run_id, monitor_id = %service_id, failed_node = %diagnostics.failed_node, "Recorded graph run failure"),
-            other => tracing::warn!(run_id = %run_id, monitor_id = %service_id, outcome = ?other, "Graph run failure was not recorded"),
+            FailureRecord::Recorded => {
+                tracing::error!(run_id = %run_id, monitor_id = %service_id, failed_node = %diagnostics.failed_node, "Recorded graph run failure")
+            }
+            other => {
+                tracing::warn!(run_id = %run_id, monitor_id = %service_id, outcome = ?other, "Graph run failure was not recorded")
+            }
         }
         Ok(record)
     }
@@ -316,13 +334,17 @@ impl GraphStore {
                     StopOutcome::FailedRunClosed
                 }
                 _ => {
-                    diesel::update(graph_runs::table.find(run_id).filter(graph_runs::lifecycle_intent.eq("running")))
-                        .set((
-                            graph_runs::lifecycle_intent.eq("stopping"),
-                            graph_runs::updated_at.eq(now),
-                        ))
-                        .execute(conn)
-                        .await?;
+                    diesel::update(
+                        graph_runs::table
+                            .find(run_id)
+                            .filter(graph_runs::lifecycle_intent.eq("running")),
+                    )
+                    .set((
+                        graph_runs::lifecycle_intent.eq("stopping"),
+                        graph_runs::updated_at.eq(now),
+                    ))
+                    .execute(conn)
+                    .await?;
                     StopOutcome::Stopping
                 }
             };
