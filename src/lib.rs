@@ -12,6 +12,7 @@
 //!   topics to readings (pure).
 //! - [`replay`]: a CSV file through the aligner and detector, for backtests.
 //! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
+//! - [`snapshot`]: signed recovery snapshots and their verification (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //! - [`telemetry`]: metric names, internal events, the monitor board behind readiness.
 //!
@@ -25,5 +26,6 @@ pub mod graph;
 pub mod mqtt;
 pub mod replay;
 pub mod runtime;
+pub mod snapshot;
 pub mod store;
 pub mod telemetry;

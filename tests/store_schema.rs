@@ -128,10 +128,11 @@ async fn deleting_a_monitor_cascades_to_its_snapshot_alarms_evidence_and_status(
     let mut conn = common::connect(&db).await;
     for service in [id, keep] {
         for sql in [
-            "INSERT INTO radar_runtime_checkpoints (service_id, format_version, config_fingerprint, \
+            "INSERT INTO radar_runtime_checkpoints (service_id, envelope, format_version, config_fingerprint, \
              runtime_versions, processed_count, observation_history_len, saved_at, payload_sha256, \
              key_id, signature, payload, writer_id) \
-             VALUES ($1, 1, '\\x00', 'v', 0, 0, now(), '\\x00', 'k', '\\x01', '\\x02', 'w')",
+             VALUES ($1, '\\x00', 1, '\\x00', 'v', 0, 0, now(), '\\x00', 'k', \
+             decode(repeat('01', 32), 'hex'), '\\x02', 'w')",
             "INSERT INTO radar_alarms (service_id, alarm_seq, opened_at, peak_score, writer_signature) \
              VALUES ($1, 1, now(), 1.0, '\\x01')",
             "INSERT INTO radar_evidence (service_id, frame_ts, frame_seq, score, threshold, p_value, \

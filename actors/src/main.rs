@@ -3,6 +3,8 @@
 mod cli;
 mod http;
 mod logging;
+mod monitor;
+mod worker;
 
 use std::process::ExitCode;
 

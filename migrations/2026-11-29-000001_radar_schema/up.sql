@@ -12,11 +12,15 @@ CREATE TABLE services (
     retired_at timestamptz
 );
 
--- One signed recovery snapshot per monitor. The envelope columns are what
--- the signature covers; `signature` is also the fencing token that every
--- later checkpoint must compare-and-swap.
+-- One signed recovery snapshot per monitor. `envelope` holds the canonical
+-- bytes the signature covers (see src/snapshot/envelope.rs); the columns
+-- after it are a readable copy of the same fields for SQL and operators, and
+-- a loader refuses a row whose copy disagrees with the signed bytes.
+-- `signature` is also the fencing token that every later checkpoint must
+-- compare-and-swap.
 CREATE TABLE radar_runtime_checkpoints (
     service_id uuid PRIMARY KEY REFERENCES services (id) ON DELETE CASCADE,
+    envelope bytea NOT NULL,
     format_version integer NOT NULL,
     config_fingerprint bytea NOT NULL,
     runtime_versions text NOT NULL,
@@ -25,7 +29,7 @@ CREATE TABLE radar_runtime_checkpoints (
     saved_at timestamptz NOT NULL,
     payload_sha256 bytea NOT NULL,
     key_id text NOT NULL,
-    signature bytea NOT NULL,
+    signature bytea NOT NULL CHECK (length(signature) = 32),
     payload bytea NOT NULL,
     -- Which worker instance committed this snapshot (not signed: diagnostics).
     writer_id text NOT NULL,

@@ -1,10 +1,12 @@
-//! Runtime decisions free of any actor framework: checkpoint triggers,
-//! shard assignment and exit reasons. `radar-actors` carries them out.
+//! Runtime decisions free of any actor framework: the model side of a
+//! monitor, checkpoint triggers, shard assignment and exit reasons. `radar-actors` carries them out.
 
 mod checkpoint_policy;
+mod core;
 mod exit;
 mod shard;
 
 pub use checkpoint_policy::{CheckpointLimits, CheckpointPolicy, Trigger};
+pub use core::{CoreError, MonitorCore, Step};
 pub use exit::{ExitReason, Restart};
 pub use shard::owns;

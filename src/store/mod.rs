@@ -5,27 +5,43 @@
 //! - `status`: reading the operational status workers write.
 //! - `graphs`: graph revisions and runs: publish, activate, admit, failure records.
 //! - `schema`: diesel table definitions.
+//! - `stored`: a snapshot row as read back, and its trust checks.
+//! - `checkpoints`: the signed snapshot row and its fenced writers.
+//! - `fence`: the tokens a writer and its heartbeat share.
+//! - `evidence`: alarms and evidence rows, committed under a writer's token.
+//! - `health`: the operational status, checked against the token without locking.
 
+mod checkpoints;
 mod error;
+mod evidence;
+mod fence;
 pub mod graphs;
+mod health;
 mod migrate;
 pub mod schema;
 mod services;
 mod status;
+mod stored;
 
 use diesel_async::{
     AsyncPgConnection,
     pooled_connection::{AsyncDieselConnectionManager, deadpool},
 };
 
+pub use checkpoints::{
+    CheckpointStore, CheckpointWriter, Claim, OwnershipLost, WriteKind, WriteOutcome,
+};
 pub use error::StoreError;
+pub use evidence::{AlarmRecord, EvidenceRecord, PendingResults};
 pub use graphs::{
     Activated, Admission, AdmissionRefusal, FailureRecord, GraphStore, GraphStoreError, PlanChange,
     PublishPlan, RetriedFailure, RevisionRow, RunInspection, RunRow, RunSummary, StopOutcome,
 };
+pub use health::{HealthOutcome, HealthRecord, HealthReporter};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};
 pub use status::{StatusRow, list_status};
+pub use stored::StoredSnapshot;
 
 /// One pool per process.
 pub type Pool = deadpool::Pool<AsyncPgConnection>;

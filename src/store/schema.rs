@@ -15,6 +15,7 @@ diesel::table! {
 diesel::table! {
     radar_runtime_checkpoints (service_id) {
         service_id -> Uuid,
+        envelope -> Bytea,
         format_version -> Int4,
         config_fingerprint -> Bytea,
         runtime_versions -> Text,

@@ -4,6 +4,7 @@ mod detect;
 mod graph;
 mod migrate;
 mod monitor;
+mod snapshot;
 mod status;
 
 use std::process::ExitCode;
@@ -44,8 +45,13 @@ enum Command {
     /// Create, list, show, retire and delete monitors.
     #[command(subcommand)]
     Monitor(monitor::MonitorCommand),
+    /// Inspect a monitor's signed recovery snapshot.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
     /// Show every monitor's persisted operational status.
     Status(status::StatusArgs),
+    /// Run the monitors of this worker's shard (or one monitor) until SIGTERM/SIGINT.
+    Worker(crate::worker::WorkerArgs),
     /// Replay a CSV file through a monitor's alignment and detector (backtest).
     Detect(detect::DetectArgs),
     /// Publish graph revisions; activate, stop, list and inspect graph runs.
@@ -95,20 +101,24 @@ impl Cli {
     }
 
     fn dispatch(self, settings: Settings) -> anyhow::Result<ExitCode> {
-        if let Command::Detect(args) = self.command {
+        let command = match self.command {
+            // The worker runs its own actor system.
+            Command::Worker(args) => return crate::worker::run(args, settings),
             // Offline: no database, no broker.
-            return detect::run(args).map(|()| ExitCode::SUCCESS);
-        }
+            Command::Detect(args) => return detect::run(args).map(|()| ExitCode::SUCCESS),
+            other => other,
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        match self.command {
+        match command {
             Command::Migrate => runtime.block_on(migrate::run(&settings)),
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
+            Command::Snapshot(command) => runtime.block_on(snapshot::run(command, &settings)),
             Command::Status(args) => runtime.block_on(status::run(args, &settings)),
             Command::Graph(command) => runtime.block_on(graph::run(command, &settings)),
-            Command::Detect(_) => unreachable!("handled above"),
+            Command::Worker(_) | Command::Detect(_) => unreachable!("handled above"),
         }
     }
 }

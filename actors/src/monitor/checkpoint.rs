@@ -1,0 +1,314 @@
+//! The checkpoint actor: the only writer of a monitor's snapshot, alarms and
+//! evidence. It commits one thing at a time: the newest sealed snapshot
+//! (with every pending result, in one transaction), otherwise a background
+//! evidence batch. A refused write means another worker committed a
+//! successor: ownership is lost for good, pending results stay queued and
+//! new ones are rejected.
+
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use chrono::Utc;
+use radar::store::{CheckpointWriter, PendingResults, WriteOutcome};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::{
+    MonitorActor,
+    messages::{CommitReport, Halt, LastSnapshotSettled, LostOwnership, NewResults, SnapshotReady},
+    model::ModelActor,
+    view::{CheckpointView, Ownership},
+};
+
+/// How often pending evidence is flushed between checkpoints, and failed
+/// checkpoints are retried.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// Who holds the writer right now.
+enum Slot {
+    /// Database writes are disabled.
+    Disabled,
+    Idle(CheckpointWriter),
+    /// A transaction is running with the writer.
+    Busy,
+    /// Another worker committed a successor; nothing more is written.
+    Lost,
+}
+
+pub struct CheckpointActor {
+    service_id: Uuid,
+    slot: Slot,
+    pending: PendingResults,
+    /// The newest sealed snapshot not yet committing.
+    next: Option<SnapshotReady>,
+    /// When the current last snapshot was first tried (graceful stop).
+    last_since: Option<Instant>,
+    /// How long the last snapshot is retried before the stop gives up.
+    timeout: Duration,
+    model: Option<Addr<ModelActor>>,
+    monitor: Addr<MonitorActor>,
+    view: watch::Sender<CheckpointView>,
+    rejected_results: u64,
+}
+
+impl CheckpointActor {
+    /// A checkpoint actor without a writer yet: it writes nothing until the
+    /// monitor hands it the writer that committed the first snapshot.
+    pub fn new(
+        service_id: Uuid,
+        timeout: Duration,
+        monitor: Addr<MonitorActor>,
+        view: watch::Sender<CheckpointView>,
+    ) -> Self {
+        Self {
+            service_id,
+            slot: Slot::Busy,
+            pending: PendingResults::default(),
+            next: None,
+            last_since: None,
+            timeout,
+            model: None,
+            monitor,
+            view,
+            rejected_results: 0,
+        }
+    }
+
+    fn report(&self, committed: bool, trigger: Option<radar::runtime::Trigger>) {
+        if let Some(model) = &self.model {
+            model.do_send(CommitReport {
+                committed,
+                trigger,
+                at: Instant::now(),
+                wall: Utc::now(),
+            });
+        }
+    }
+
+    fn publish_pending(&self) {
+        let pending = self.pending.len();
+        self.view.send_modify(|v| v.pending = pending);
+    }
+
+    /// Starts the next write if the writer is free.
+    fn drive(&mut self, ctx: &mut Context<Self>) {
+        match std::mem::replace(&mut self.slot, Slot::Busy) {
+            Slot::Idle(writer) => {
+                if let Some(next) = self.next.take() {
+                    self.commit_snapshot(writer, next, ctx);
+                } else if !self.pending.is_empty() {
+                    self.commit_batch(writer, ctx);
+                } else {
+                    self.slot = Slot::Idle(writer);
+                }
+            }
+            Slot::Disabled => {
+                self.slot = Slot::Disabled;
+                if let Some(next) = self.next.take() {
+                    // Nothing is written: the model never waits for a commit.
+                    self.report(true, Some(next.trigger));
+                    if next.last {
+                        self.monitor
+                            .do_send(LastSnapshotSettled { committed: true });
+                    }
+                }
+                if !self.pending.is_empty() {
+                    tracing::debug!(monitor_id = %self.service_id, results = self.pending.len(), "Database writes are disabled; results are not stored.");
+                    self.pending = PendingResults::default();
+                }
+            }
+            other => self.slot = other,
+        }
+    }
+
+    fn commit_snapshot(
+        &mut self,
+        writer: CheckpointWriter,
+        next: SnapshotReady,
+        ctx: &mut Context<Self>,
+    ) {
+        let included = (self.pending.alarms.len(), self.pending.evidence.len());
+        let batch = self.pending.clone();
+        let bytes = next.sealed.bytes.payload.len();
+        let started = Instant::now();
+        let sealed = next.sealed.clone();
+        async move { writer.checkpoint(&sealed, &batch).await }
+            .into_actor(self)
+            .map(move |outcome, act, ctx| {
+                let last = next.last;
+                match outcome {
+                    WriteOutcome::Committed(writer) => {
+                        act.drop_committed(included);
+                        let token = writer.token().short();
+                        act.slot = Slot::Idle(writer);
+                        act.view.send_modify(|v| {
+                            v.token = Some(token);
+                            v.last_commit_at = Some(Utc::now());
+                            v.commits += 1;
+                            v.last_error = None;
+                        });
+                        tracing::debug!(
+                            monitor_id = %act.service_id,
+                            trigger = next.trigger.as_str(),
+                            processed = next.sealed.envelope.processed_count,
+                            bytes,
+                            millis = started.elapsed().as_millis() as u64,
+                            "Committed a checkpoint."
+                        );
+                        act.report(true, Some(next.trigger));
+                        if last {
+                            act.monitor.do_send(LastSnapshotSettled { committed: true });
+                        }
+                    }
+                    WriteOutcome::Failed { writer, error } => {
+                        act.slot = Slot::Idle(writer);
+                        let message = error.to_string();
+                        tracing::warn!(monitor_id = %act.service_id, trigger = next.trigger.as_str(), error = %message, "A checkpoint failed; pending results stay queued and it is retried.");
+                        act.view.send_modify(|v| {
+                            v.failures += 1;
+                            v.last_error = Some(message);
+                        });
+                        act.report(false, Some(next.trigger));
+                        if last {
+                            let since = *act.last_since.get_or_insert(started);
+                            if since.elapsed() >= act.timeout {
+                                tracing::error!(monitor_id = %act.service_id, "The last snapshot could not be committed in time; stopping without it. The next worker restores the previous snapshot and reports the gap.");
+                                act.monitor.do_send(LastSnapshotSettled { committed: false });
+                                return;
+                            }
+                        }
+                        // Retry unless a newer snapshot already replaced it.
+                        if act.next.is_none() {
+                            act.next = Some(next);
+                        }
+                    }
+                    WriteOutcome::OwnershipLost(lost) => act.lose(lost),
+                }
+                let _ = ctx;
+            })
+            .wait(ctx);
+    }
+
+    fn commit_batch(&mut self, writer: CheckpointWriter, ctx: &mut Context<Self>) {
+        let included = (self.pending.alarms.len(), self.pending.evidence.len());
+        let batch = self.pending.clone();
+        async move { writer.commit_evidence(&batch).await }
+            .into_actor(self)
+            .map(move |outcome, act, _| match outcome {
+                WriteOutcome::Committed(writer) => {
+                    act.drop_committed(included);
+                    act.slot = Slot::Idle(writer);
+                }
+                WriteOutcome::Failed { writer, error } => {
+                    tracing::warn!(monitor_id = %act.service_id, error = %error, "An evidence batch failed; it stays queued.");
+                    act.view.send_modify(|v| {
+                        v.failures += 1;
+                        v.last_error = Some(error.to_string());
+                    });
+                    act.slot = Slot::Idle(writer);
+                }
+                WriteOutcome::OwnershipLost(lost) => act.lose(lost),
+            })
+            .wait(ctx);
+    }
+
+    /// Removes what a transaction committed: the results that were pending
+    /// when it started (newer ones were appended after them).
+    fn drop_committed(&mut self, (alarms, evidence): (usize, usize)) {
+        self.pending
+            .alarms
+            .drain(..alarms.min(self.pending.alarms.len()));
+        self.pending
+            .evidence
+            .drain(..evidence.min(self.pending.evidence.len()));
+        self.publish_pending();
+    }
+
+    fn lose(&mut self, lost: radar::store::OwnershipLost) {
+        tracing::error!(monitor_id = %self.service_id, pending = self.pending.len(), "{lost}");
+        self.slot = Slot::Lost;
+        self.next = None;
+        self.view.send_modify(|v| v.ownership = Ownership::Lost);
+        self.monitor.do_send(LostOwnership { lost });
+    }
+}
+
+impl Actor for CheckpointActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(FLUSH_EVERY, |act, ctx| act.drive(ctx));
+    }
+}
+
+/// Monitor -> checkpoint: the writer that committed the first snapshot
+/// (`None`: database writes are disabled), and the model to report to.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Claimed {
+    pub writer: Option<CheckpointWriter>,
+    pub model: Addr<ModelActor>,
+}
+
+impl Handler<Claimed> for CheckpointActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Claimed, ctx: &mut Self::Context) {
+        self.model = Some(msg.model);
+        let (slot, ownership, token) = match msg.writer {
+            Some(writer) => {
+                let token = writer.token().short();
+                (Slot::Idle(writer), Ownership::Owner, Some(token))
+            }
+            None => (Slot::Disabled, Ownership::Disabled, None),
+        };
+        self.slot = slot;
+        self.view.send_modify(|v| {
+            v.ownership = ownership;
+            v.token = token;
+            v.last_commit_at = Some(Utc::now());
+            v.commits += 1;
+        });
+        self.drive(ctx);
+    }
+}
+
+impl Handler<SnapshotReady> for CheckpointActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SnapshotReady, ctx: &mut Self::Context) {
+        if matches!(self.slot, Slot::Lost) {
+            return;
+        }
+        self.next = Some(msg);
+        self.drive(ctx);
+    }
+}
+
+impl Handler<NewResults> for CheckpointActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: NewResults, _: &mut Self::Context) {
+        if matches!(self.slot, Slot::Lost) {
+            self.rejected_results += msg.results.len() as u64;
+            tracing::warn!(monitor_id = %self.service_id, rejected = self.rejected_results, "Rejected new results: this worker lost ownership of the monitor.");
+            return;
+        }
+        self.pending.alarms.extend(msg.results.alarms);
+        self.pending.evidence.extend(msg.results.evidence);
+        self.publish_pending();
+    }
+}
+
+impl Handler<Halt> for CheckpointActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Halt, ctx: &mut Self::Context) {
+        tracing::info!(monitor_id = %self.service_id, reason = %msg.reason, pending = self.pending.len(), "Checkpoint writer halted; pending results stay unwritten.");
+        if !matches!(self.slot, Slot::Lost) {
+            self.slot = Slot::Lost;
+        }
+        self.next = None;
+        ctx.stop();
+    }
+}

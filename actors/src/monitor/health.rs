@@ -1,0 +1,217 @@
+//! The health actor: reads only what the other actors published (never
+//! waits on the model), decides the monitor's state, detects stalls, and
+//! writes the operational status. Its database write compares the snapshot
+//! signature without taking the row lock, so a heartbeat lands even while an
+//! evidence transaction is blocked.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use actix::prelude::*;
+use chrono::Utc;
+use radar::{
+    mqtt::{IngressCounters, LinkStatus},
+    store::{HealthOutcome, HealthRecord, HealthReporter},
+};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::{
+    MonitorActor,
+    messages::{Halt, LostOwnership},
+    view::{CheckpointView, ModelView},
+};
+
+/// How often a monitor reports its health.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// Queued input that has not moved for this long means the model is stalled.
+pub const STALL_AFTER: Duration = Duration::from_secs(10);
+
+/// The state label of a running monitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// Not connected yet since it started.
+    Starting,
+    Running,
+    Disconnected,
+    /// Queued input is not progressing.
+    Stalled,
+    /// Checkpoints stopped committing; the model does not advance.
+    CheckpointStalled,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Disconnected => "disconnected",
+            Self::Stalled => "stalled",
+            Self::CheckpointStalled => "checkpoint_stalled",
+        }
+    }
+}
+
+/// What the health actor reads.
+pub struct HealthInputs {
+    pub model: watch::Receiver<ModelView>,
+    pub checkpoint: watch::Receiver<CheckpointView>,
+    pub link: watch::Receiver<LinkStatus>,
+    pub ingress: Arc<IngressCounters>,
+}
+
+pub struct HealthActor {
+    service_id: Uuid,
+    inputs: HealthInputs,
+    reporter: Option<HealthReporter>,
+    monitor: Addr<MonitorActor>,
+    ever_connected: bool,
+    /// Messages consumed at the last check, and when that number last moved.
+    progress: (u64, Instant),
+    state: watch::Sender<RunState>,
+    halted: bool,
+}
+
+impl HealthActor {
+    pub fn new(
+        service_id: Uuid,
+        inputs: HealthInputs,
+        reporter: Option<HealthReporter>,
+        monitor: Addr<MonitorActor>,
+        state: watch::Sender<RunState>,
+    ) -> Self {
+        Self {
+            service_id,
+            inputs,
+            reporter,
+            monitor,
+            ever_connected: false,
+            progress: (0, Instant::now()),
+            state,
+            halted: false,
+        }
+    }
+
+    /// Decides the state from the published views.
+    fn assess(&mut self) -> RunState {
+        let model = self.inputs.model.borrow().clone();
+        let link = self.inputs.link.borrow().clone();
+        let admitted = self.inputs.ingress.snapshot().admitted;
+        let queued = admitted.saturating_sub(model.consumed);
+        if model.consumed != self.progress.0 {
+            self.progress = (model.consumed, Instant::now());
+        }
+        self.ever_connected |= link.connected;
+        if queued > 0 && self.progress.1.elapsed() >= STALL_AFTER {
+            RunState::Stalled
+        } else if model.suspended {
+            RunState::CheckpointStalled
+        } else if link.connected {
+            RunState::Running
+        } else if self.ever_connected {
+            RunState::Disconnected
+        } else {
+            RunState::Starting
+        }
+    }
+
+    fn record(&self, state: RunState) -> HealthRecord {
+        let model = self.inputs.model.borrow();
+        let checkpoint = self.inputs.checkpoint.borrow();
+        let link = self.inputs.link.borrow();
+        let last_error = match state {
+            RunState::Disconnected | RunState::Starting => link.last_error.clone(),
+            _ => checkpoint.last_error.clone(),
+        };
+        HealthRecord {
+            state: state.as_str().to_string(),
+            phase: Some(model.phase.as_str().to_string()),
+            connected: link.connected,
+            processed_count: model.processed,
+            last_checkpoint_at: checkpoint.last_commit_at,
+            recovery: serde_json::to_value(&*model.recovery).ok(),
+            coverage: serde_json::to_value(&*model.coverage).ok(),
+            last_error,
+            heartbeat_at: Utc::now(),
+        }
+    }
+
+    fn beat(&mut self, ctx: &mut Context<Self>) {
+        if self.halted {
+            return;
+        }
+        let state = self.assess();
+        if *self.state.borrow() != state {
+            tracing::info!(monitor_id = %self.service_id, state = state.as_str(), "Monitor state changed.");
+        }
+        self.state.send_replace(state);
+        let Some(reporter) = self.reporter.take() else {
+            return;
+        };
+        let record = self.record(state);
+        async move { reporter.report(&record).await }
+            .into_actor(self)
+            .map(|outcome, act, _| match outcome {
+                HealthOutcome::Written(reporter) => act.reporter = Some(reporter),
+                HealthOutcome::Failed { reporter, error } => {
+                    tracing::warn!(monitor_id = %act.service_id, %error, "Could not write the monitor's health status.");
+                    act.reporter = Some(reporter);
+                }
+                HealthOutcome::OwnershipLost(lost) => {
+                    act.monitor.do_send(LostOwnership { lost });
+                }
+            })
+            .spawn(ctx);
+    }
+}
+
+impl Actor for HealthActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.beat(ctx);
+        ctx.run_interval(HEARTBEAT, |act, ctx| act.beat(ctx));
+    }
+}
+
+impl Handler<Halt> for HealthActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Halt, ctx: &mut Self::Context) {
+        self.halted = true;
+        ctx.stop();
+    }
+}
+
+/// Monitor -> health: write one last status row with the exit state.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FinalReport {
+    pub reason: radar::runtime::ExitReason,
+}
+
+impl Handler<FinalReport> for HealthActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: FinalReport, _: &mut Self::Context) -> Self::Result {
+        self.halted = true;
+        let reporter = self.reporter.take();
+        let mut record = self.record(RunState::Running);
+        record.state = msg.reason.state().to_string();
+        record.connected = false;
+        if let radar::runtime::ExitReason::Stopped = msg.reason {
+        } else {
+            record.last_error = Some(msg.reason.to_string());
+        }
+        let service_id = self.service_id;
+        Box::pin(async move {
+            if let Some(reporter) = reporter
+                && let HealthOutcome::Failed { error, .. } = reporter.report(&record).await
+            {
+                tracing::warn!(monitor_id = %service_id, %error, "Could not write the final status.");
+            }
+        })
+    }
+}

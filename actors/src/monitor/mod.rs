@@ -1,0 +1,233 @@
+//! One monitor's actors and its lifecycle.
+//!
+//! - [`MonitorActor`] (this file): starts the others in order (load and
+//!   verify the snapshot, restore or start fresh, checkpoint before
+//!   subscribing, subscribe), stops them gracefully, and turns terminal
+//!   states into an [`ExitReason`] for the supervisor.
+//! - `ingestion`: the MQTT reconnect owner and its connection events.
+//! - `model`: alignment, scoring and snapshot encoding on a model thread.
+//! - `checkpoint`: the fenced writer of snapshots, alarms and evidence.
+//! - `health`: state, stall detection and the operational status.
+
+mod checkpoint;
+mod health;
+mod ingestion;
+mod messages;
+mod model;
+mod startup;
+mod view;
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use radar::{runtime::ExitReason, store::MonitorRow};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+pub use health::RunState;
+pub use messages::Stop;
+pub use view::{CheckpointView, ModelView};
+
+use self::{
+    checkpoint::CheckpointActor,
+    health::{FinalReport, HealthActor},
+    ingestion::{IngestionActor, StopIngestion},
+    messages::{Halt, InputDrained, LastSnapshotSettled, LostOwnership},
+    model::ModelActor,
+    startup::Started,
+};
+use crate::worker::WorkerContext;
+
+/// Monitor -> supervisor: the monitor's actors are gone, for this reason.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct MonitorExited {
+    pub id: Uuid,
+    pub reason: ExitReason,
+}
+
+/// What readers outside the monitor (readiness, metrics) can watch.
+#[derive(Clone)]
+pub struct MonitorWatch {
+    pub state: watch::Receiver<RunState>,
+    pub model: Option<watch::Receiver<ModelView>>,
+}
+
+struct Parts {
+    model: Addr<ModelActor>,
+    checkpoint: Addr<CheckpointActor>,
+    health: Addr<HealthActor>,
+    ingestion: Addr<IngestionActor>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Starting,
+    Running,
+    Stopping,
+    Done,
+}
+
+pub struct MonitorActor {
+    worker: Arc<WorkerContext>,
+    row: MonitorRow,
+    supervisor: Recipient<MonitorExited>,
+    parts: Option<Parts>,
+    stage: Stage,
+    stop_requested: bool,
+    run_state: watch::Sender<RunState>,
+}
+
+impl MonitorActor {
+    pub fn new(
+        worker: Arc<WorkerContext>,
+        row: MonitorRow,
+        supervisor: Recipient<MonitorExited>,
+    ) -> (Self, watch::Receiver<RunState>) {
+        let (run_state, state_rx) = watch::channel(RunState::Starting);
+        let actor = Self {
+            worker,
+            row,
+            supervisor,
+            parts: None,
+            stage: Stage::Starting,
+            stop_requested: false,
+            run_state,
+        };
+        (actor, state_rx)
+    }
+
+    fn id(&self) -> Uuid {
+        self.row.id
+    }
+
+    fn begin_stop(&mut self, ctx: &mut Context<Self>) {
+        let Some(parts) = &self.parts else {
+            self.finish(ExitReason::Stopped, ctx);
+            return;
+        };
+        self.stage = Stage::Stopping;
+        tracing::info!(monitor_id = %self.id(), "Stopping: ingestion first, then the last snapshot.");
+        // Once ingestion has stopped the queue closes; the model drains it,
+        // seals the last snapshot and the checkpoint actor commits it.
+        parts.ingestion.do_send(StopIngestion);
+    }
+
+    /// Ends the monitor: halts every actor and tells the supervisor.
+    fn finish(&mut self, reason: ExitReason, ctx: &mut Context<Self>) {
+        if self.stage == Stage::Done {
+            return;
+        }
+        self.stage = Stage::Done;
+        let id = self.id();
+        let supervisor = self.supervisor.clone();
+        let parts = self.parts.take();
+        let report = reason.clone();
+        async move {
+            if let Some(parts) = parts {
+                parts.ingestion.do_send(StopIngestion);
+                if !matches!(reason, ExitReason::OwnershipLost { .. }) {
+                    // A final status row; after ownership loss the successor owns it.
+                    let _ = parts
+                        .health
+                        .send(FinalReport {
+                            reason: reason.clone(),
+                        })
+                        .await;
+                }
+                parts.health.do_send(Halt {
+                    reason: reason.clone(),
+                });
+                parts.model.do_send(Halt {
+                    reason: reason.clone(),
+                });
+                parts.checkpoint.do_send(Halt { reason });
+            }
+        }
+        .into_actor(self)
+        .map(move |_, _, ctx| {
+            supervisor.do_send(MonitorExited { id, reason: report });
+            ctx.stop();
+        })
+        .wait(ctx);
+    }
+}
+
+impl Actor for MonitorActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let worker = self.worker.clone();
+        let row = self.row.clone();
+        let me = ctx.address();
+        let run_state = self.run_state.clone();
+        startup::start(worker, row, me, run_state)
+            .into_actor(self)
+            .map(|result, act, ctx| match result {
+                Ok(Started {
+                    model,
+                    checkpoint,
+                    health,
+                    ingestion,
+                }) => {
+                    act.parts = Some(Parts {
+                        model,
+                        checkpoint,
+                        health,
+                        ingestion,
+                    });
+                    act.stage = Stage::Running;
+                    if act.stop_requested {
+                        act.begin_stop(ctx);
+                    }
+                }
+                Err(reason) => act.finish(reason, ctx),
+            })
+            .wait(ctx);
+    }
+}
+
+impl Handler<Stop> for MonitorActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        match self.stage {
+            Stage::Starting => self.stop_requested = true,
+            Stage::Running => self.begin_stop(ctx),
+            Stage::Stopping | Stage::Done => {}
+        }
+    }
+}
+
+impl Handler<InputDrained> for MonitorActor {
+    type Result = ();
+
+    fn handle(&mut self, _: InputDrained, _: &mut Self::Context) {
+        tracing::debug!(monitor_id = %self.id(), "Ingress queue drained; waiting for the last snapshot.");
+    }
+}
+
+impl Handler<LastSnapshotSettled> for MonitorActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: LastSnapshotSettled, ctx: &mut Self::Context) {
+        if msg.committed {
+            tracing::info!(monitor_id = %self.id(), "Committed the last snapshot.");
+        }
+        self.finish(ExitReason::Stopped, ctx);
+    }
+}
+
+impl Handler<LostOwnership> for MonitorActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: LostOwnership, ctx: &mut Self::Context) {
+        tracing::error!(monitor_id = %self.id(), "{}", msg.lost);
+        self.finish(
+            ExitReason::OwnershipLost {
+                detail: msg.lost.to_string(),
+            },
+            ctx,
+        );
+    }
+}

@@ -1,0 +1,323 @@
+//! The model actor: runs on a model arbiter (its own OS thread, never the IO
+//! arbiter) and strictly serializes everything that touches the detector:
+//! payload parsing, alignment, scoring, the fit, health refresh and snapshot
+//! encoding. It owns the checkpoint policy because it sees every frame,
+//! phase change and coverage change first.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use actix::prelude::*;
+use chrono::Utc;
+use radar::{
+    mqtt::RawMessage,
+    runtime::{CheckpointPolicy, MonitorCore, Step, Trigger},
+    snapshot::{CheckpointKey, SealedSnapshot, SnapshotBinding, seal},
+};
+use tokio::sync::watch;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{
+    MonitorActor,
+    checkpoint::CheckpointActor,
+    messages::{
+        AttachInput, CommitReport, Connection, Halt, InputDrained, NewResults, SealNow,
+        SnapshotReady,
+    },
+    view::ModelView,
+};
+
+/// How often the model checks the clock-driven triggers (max interval,
+/// checkpoint timeout, freshness expiry).
+const TICK: Duration = Duration::from_secs(1);
+
+pub struct ModelActor {
+    core: MonitorCore,
+    binding: SnapshotBinding,
+    key: Arc<CheckpointKey>,
+    max_payload_bytes: usize,
+    policy: CheckpointPolicy,
+    checkpoint: Addr<CheckpointActor>,
+    monitor: Addr<MonitorActor>,
+    view: watch::Sender<ModelView>,
+    consumed: u64,
+    /// The coverage history as last published; cloned again only when its
+    /// version changes, so publishing a view per message stays cheap.
+    coverage: Arc<radar::coverage::CoverageHistory>,
+    recovery: Arc<radar::snapshot::RecoveryMetadata>,
+    /// Ingestion ended and the last snapshot was sealed: seal nothing more.
+    finished: bool,
+    /// A terminal state: no scoring, no snapshot, ever.
+    halted: bool,
+}
+
+/// Everything a model actor starts with.
+pub struct ModelSetup {
+    pub core: MonitorCore,
+    pub binding: SnapshotBinding,
+    pub key: Arc<CheckpointKey>,
+    pub max_payload_bytes: usize,
+    pub policy: CheckpointPolicy,
+    pub checkpoint: Addr<CheckpointActor>,
+    pub monitor: Addr<MonitorActor>,
+    pub view: watch::Sender<ModelView>,
+}
+
+impl ModelActor {
+    pub fn new(setup: ModelSetup) -> Self {
+        let coverage = Arc::new(setup.core.coverage().clone());
+        let recovery = Arc::new(setup.core.recovery().clone());
+        let mut actor = Self {
+            coverage,
+            recovery,
+            core: setup.core,
+            binding: setup.binding,
+            key: setup.key,
+            max_payload_bytes: setup.max_payload_bytes,
+            policy: setup.policy,
+            checkpoint: setup.checkpoint,
+            monitor: setup.monitor,
+            view: setup.view,
+            consumed: 0,
+            finished: false,
+            halted: false,
+        };
+        actor.publish();
+        actor
+    }
+
+    /// The first view, before the actor exists.
+    pub fn initial_view(core: &MonitorCore) -> ModelView {
+        view_of(
+            core,
+            0,
+            Arc::new(core.coverage().clone()),
+            Arc::new(core.recovery().clone()),
+        )
+    }
+
+    fn publish(&mut self) {
+        if self.coverage.version != self.core.coverage().version {
+            self.coverage = Arc::new(self.core.coverage().clone());
+        }
+        let view = view_of(
+            &self.core,
+            self.consumed,
+            self.coverage.clone(),
+            self.recovery.clone(),
+        );
+        self.view.send_replace(view);
+    }
+
+    fn seal(&self) -> Result<SealedSnapshot, String> {
+        let state = self
+            .core
+            .managed_state()
+            .map_err(|e| format!("encoding the snapshot failed: {e}"))?;
+        seal(&self.binding, &state, Utc::now(), &self.key).map_err(|e| e.to_string())
+    }
+
+    /// Seals and hands a snapshot to the checkpoint actor.
+    fn checkpoint_now(&mut self, trigger: Trigger, last: bool) {
+        self.policy.started();
+        match self.seal() {
+            Ok(sealed) => self.checkpoint.do_send(SnapshotReady {
+                sealed,
+                trigger,
+                last,
+            }),
+            Err(error) => {
+                tracing::error!(monitor_id = %self.core.service_id(), %error, "Could not seal a snapshot.");
+                self.policy.failed(Some(trigger));
+            }
+        }
+    }
+
+    fn checkpoint_if_due(&mut self) {
+        if self.finished || self.halted {
+            return;
+        }
+        if let Some(trigger) = self.policy.due(Instant::now()) {
+            self.checkpoint_now(trigger, false);
+        }
+    }
+
+    fn after_step(&mut self, step: Step) {
+        if !step.results.is_empty() {
+            self.checkpoint.do_send(NewResults {
+                results: step.results,
+            });
+        }
+        if step.frame.is_some() {
+            self.policy.on_frames(1);
+        }
+        if step.coverage_changed {
+            self.policy.request(Trigger::CoverageChange);
+        }
+        if step.phase_changed.is_some() {
+            self.policy.request(Trigger::PhaseChange);
+        }
+        if step.fit_due {
+            // The snapshot before the fit keeps the training and calibration
+            // frames, so a fit cut short by a crash reruns from them.
+            self.checkpoint_now(Trigger::PhaseChange, false);
+            match self.core.fit() {
+                Ok(_) => {
+                    tracing::info!(monitor_id = %self.core.service_id(), "Fitted the detector; monitoring starts.");
+                    self.policy.request(Trigger::PhaseChange);
+                }
+                Err(error) => {
+                    tracing::error!(monitor_id = %self.core.service_id(), %error, "The static fit failed.")
+                }
+            }
+        }
+        self.checkpoint_if_due();
+        self.publish();
+    }
+
+    fn tick(&mut self) {
+        if self.halted || self.finished {
+            return;
+        }
+        let now = Instant::now();
+        let wall = Utc::now();
+        self.core.expire(wall);
+        if self.policy.stalled(now) && !self.core.is_suspended() {
+            tracing::warn!(
+                monitor_id = %self.core.service_id(),
+                seconds = self.policy.since_commit(now).as_secs(),
+                "No checkpoint committed within the timeout; the model stops advancing until one does."
+            );
+            if self.core.suspend(wall) {
+                self.policy.request(Trigger::CoverageChange);
+            }
+        }
+        self.checkpoint_if_due();
+        self.publish();
+    }
+}
+
+impl Actor for ModelActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(TICK, |act, _| act.tick());
+    }
+}
+
+impl StreamHandler<RawMessage> for ModelActor {
+    fn handle(&mut self, message: RawMessage, _: &mut Self::Context) {
+        if self.halted {
+            return;
+        }
+        self.consumed += 1;
+        let now = message.processing_time(Instant::now());
+        let parsed = message.observation(self.max_payload_bytes);
+        let step = self.core.ingest(parsed, now);
+        self.after_step(step);
+    }
+
+    /// The queue ended because ingestion stopped: take the last snapshot.
+    fn finished(&mut self, _: &mut Self::Context) {
+        if self.halted || self.finished {
+            return;
+        }
+        self.checkpoint_now(Trigger::Shutdown, true);
+        self.finished = true;
+        self.publish();
+        self.monitor.do_send(InputDrained);
+    }
+}
+
+impl Handler<AttachInput> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: AttachInput, ctx: &mut Self::Context) {
+        ctx.add_stream(ReceiverStream::new(msg.messages));
+    }
+}
+
+impl Handler<SealNow> for ModelActor {
+    type Result = Result<SealedSnapshot, String>;
+
+    fn handle(&mut self, msg: SealNow, _: &mut Self::Context) -> Self::Result {
+        if self.halted {
+            return Err("the monitor is halted".into());
+        }
+        self.policy.request(msg.trigger);
+        self.policy.started();
+        self.seal()
+    }
+}
+
+impl Handler<CommitReport> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: CommitReport, _: &mut Self::Context) {
+        if self.halted {
+            return;
+        }
+        if msg.committed {
+            self.policy.committed(msg.at);
+            if self.core.resume(msg.wall) {
+                tracing::info!(monitor_id = %self.core.service_id(), "A checkpoint committed again; the model advances.");
+                self.policy.request(Trigger::CoverageChange);
+            }
+        } else {
+            self.policy.failed(msg.trigger);
+        }
+        self.publish();
+    }
+}
+
+impl Handler<Connection> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Connection, _: &mut Self::Context) {
+        if self.halted {
+            return;
+        }
+        if self.core.record_connection(&msg.event) {
+            self.policy.request(Trigger::CoverageChange);
+            self.checkpoint_if_due();
+        }
+        self.publish();
+    }
+}
+
+impl Handler<Halt> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Halt, ctx: &mut Self::Context) {
+        tracing::info!(monitor_id = %self.core.service_id(), reason = %msg.reason, "Model halted.");
+        self.halted = true;
+        ctx.stop();
+    }
+}
+
+fn view_of(
+    core: &MonitorCore,
+    consumed: u64,
+    coverage: Arc<radar::coverage::CoverageHistory>,
+    recovery: Arc<radar::snapshot::RecoveryMetadata>,
+) -> ModelView {
+    let counters = core.counters();
+    ModelView {
+        phase: core.phase(),
+        processed: core.processed(),
+        consumed,
+        accepted: counters.observations_accepted,
+        rejected: counters.observations_rejected.values().sum(),
+        flagged: counters.frames_flagged,
+        alarms_opened: counters.alarms_opened,
+        alarm_open: core.detector().alarm_open(),
+        suspended: core.is_suspended(),
+        buffered: core.detector().buffered_frames(),
+        last_step: Instant::now(),
+        coverage,
+        recovery,
+        health: core.detector().health().cloned(),
+    }
+}

@@ -1,0 +1,293 @@
+//! Starting one monitor, in the order recovery requires: read and verify
+//! the snapshot before decoding it, restore or start fresh, commit a
+//! checkpoint before subscribing, then subscribe.
+
+use std::{sync::Arc, time::Instant};
+
+use actix::prelude::*;
+use chrono::Utc;
+use radar::{
+    mqtt::{self, IngestOptions},
+    runtime::{CheckpointPolicy, CoreError, ExitReason, MonitorCore, Trigger},
+    snapshot::{FencingToken, LoadOutcome, SnapshotBinding},
+    store::{
+        CheckpointStore, CheckpointWriter, Claim, HealthRecord, MonitorRow, PendingResults,
+        WriteOutcome,
+    },
+};
+use tokio::sync::watch;
+
+use super::{
+    MonitorActor,
+    checkpoint::{CheckpointActor, Claimed},
+    health::{HealthActor, HealthInputs, RunState},
+    ingestion::IngestionActor,
+    messages::{AttachInput, CommitReport, Halt, SealNow},
+    model::{ModelActor, ModelSetup},
+    view::{CheckpointView, Ownership},
+};
+use crate::worker::WorkerContext;
+
+pub struct Started {
+    pub model: Addr<ModelActor>,
+    pub checkpoint: Addr<CheckpointActor>,
+    pub health: Addr<HealthActor>,
+    pub ingestion: Addr<IngestionActor>,
+}
+
+fn core_error(e: CoreError) -> ExitReason {
+    ExitReason::StartupFailed {
+        reason: e.to_string(),
+    }
+}
+
+/// Loads, restores and starts a monitor's actors.
+pub async fn start(
+    worker: Arc<WorkerContext>,
+    row: MonitorRow,
+    monitor: Addr<MonitorActor>,
+    run_state: watch::Sender<RunState>,
+) -> Result<Started, ExitReason> {
+    let id = row.id;
+    let config = row
+        .monitor_config()
+        .map_err(|e| ExitReason::StartupFailed {
+            reason: e.to_string(),
+        })?;
+    let binding = SnapshotBinding::for_monitor(id, &config);
+    let now = Utc::now();
+
+    let (core, loaded) = match &worker.store {
+        None => {
+            tracing::info!(monitor_id = %id, "Database writes are disabled: starting fresh, no snapshot is read or written.");
+            (
+                MonitorCore::fresh(id, config.clone(), now).map_err(core_error)?,
+                None,
+            )
+        }
+        Some(store) => load(store, &worker, &row, &binding, config.clone()).await?,
+    };
+
+    let (checkpoint_view, checkpoint_rx) =
+        watch::channel(CheckpointView::new(match worker.store {
+            Some(_) => Ownership::Owner,
+            None => Ownership::Disabled,
+        }));
+    let checkpoint = CheckpointActor::new(
+        id,
+        worker.checkpoint_timeout(),
+        monitor.clone(),
+        checkpoint_view,
+    )
+    .start();
+    let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
+    let setup = ModelSetup {
+        core,
+        binding,
+        key: worker.key.clone(),
+        max_payload_bytes: worker.settings.mqtt_max_message_bytes,
+        policy: CheckpointPolicy::new(worker.checkpoint_limits(), Instant::now()),
+        checkpoint: checkpoint.clone(),
+        monitor: monitor.clone(),
+        view: model_view,
+    };
+    let model =
+        ModelActor::start_in_arbiter(&worker.model_arbiter(), move |_| ModelActor::new(setup));
+    let halt_all = |reason: &ExitReason| {
+        model.do_send(Halt {
+            reason: reason.clone(),
+        });
+        checkpoint.do_send(Halt {
+            reason: reason.clone(),
+        });
+    };
+
+    // The checkpoint before subscribing: a fresh monitor claims its row (one
+    // winner among racing workers), a restored one replaces exactly the
+    // snapshot it loaded.
+    let sealed = match model
+        .send(SealNow {
+            trigger: Trigger::BeforeSubscribing,
+        })
+        .await
+    {
+        Ok(Ok(sealed)) => sealed,
+        Ok(Err(error)) => {
+            let reason = ExitReason::Failed { error };
+            halt_all(&reason);
+            return Err(reason);
+        }
+        Err(e) => {
+            let reason = ExitReason::Failed {
+                error: format!("model actor unavailable: {e}"),
+            };
+            halt_all(&reason);
+            return Err(reason);
+        }
+    };
+    let writer = match &worker.store {
+        None => None,
+        Some(store) => match first_commit(store, &sealed, loaded).await {
+            Ok(writer) => Some(writer),
+            Err(reason) => {
+                halt_all(&reason);
+                return Err(reason);
+            }
+        },
+    };
+    let reporter = writer.as_ref().map(CheckpointWriter::health_reporter);
+    model.do_send(CommitReport {
+        committed: true,
+        trigger: Some(Trigger::BeforeSubscribing),
+        at: Instant::now(),
+        wall: Utc::now(),
+    });
+    checkpoint.do_send(Claimed {
+        writer,
+        model: model.clone(),
+    });
+
+    let options = IngestOptions::from_settings(&worker.settings, &worker.worker_id, id)
+        .map(|mut o| {
+            o.monitor = row.name.clone();
+            o.backoff = worker.backoff;
+            o
+        })
+        .map_err(|e| ExitReason::StartupFailed {
+            reason: e.to_string(),
+        });
+    let ingestion = match options.and_then(|o| {
+        mqtt::spawn(o, &config.readings).map_err(|e| ExitReason::StartupFailed {
+            reason: e.to_string(),
+        })
+    }) {
+        Ok(ingestion) => ingestion,
+        Err(reason) => {
+            halt_all(&reason);
+            return Err(reason);
+        }
+    };
+    model.do_send(AttachInput {
+        messages: ingestion.messages,
+    });
+    let inputs = HealthInputs {
+        model: model_rx,
+        checkpoint: checkpoint_rx,
+        link: ingestion.status,
+        ingress: ingestion.counters,
+    };
+    let health = HealthActor::new(id, inputs, reporter, monitor.clone(), run_state).start();
+    let ingestion =
+        IngestionActor::new(id, ingestion.control, ingestion.events, model.clone()).start();
+    tracing::info!(monitor_id = %id, name = %row.name, "Monitor started; subscribing.");
+    Ok(Started {
+        model,
+        checkpoint,
+        health,
+        ingestion,
+    })
+}
+
+/// Reads and opens the snapshot. Corrupted or incompatible snapshots fail
+/// the start with the reason persisted in the operational status.
+async fn load(
+    store: &CheckpointStore,
+    worker: &WorkerContext,
+    row: &MonitorRow,
+    binding: &SnapshotBinding,
+    config: radar::config::MonitorConfig,
+) -> Result<(MonitorCore, Option<FencingToken>), ExitReason> {
+    let id = row.id;
+    let now = Utc::now();
+    let stored = store
+        .load_snapshot(id)
+        .await
+        .map_err(|e| ExitReason::Failed {
+            error: format!("reading the snapshot of monitor {id}: {e}"),
+        })?;
+    let Some(stored) = stored else {
+        tracing::info!(monitor_id = %id, "No snapshot: starting a new detector.");
+        return Ok((
+            MonitorCore::fresh(id, config, now).map_err(core_error)?,
+            None,
+        ));
+    };
+    let reason = match stored.open(binding, &worker.key) {
+        LoadOutcome::Missing => {
+            return Ok((
+                MonitorCore::fresh(id, config, now).map_err(core_error)?,
+                None,
+            ));
+        }
+        LoadOutcome::Restored(restored) => {
+            let saved_at = restored.envelope.saved_at;
+            let processed = restored.envelope.processed_count;
+            let core =
+                MonitorCore::restore(id, config, restored.state, restored.detector, saved_at, now)
+                    .map_err(core_error)?;
+            tracing::info!(
+                monitor_id = %id,
+                processed,
+                saved_at = %saved_at,
+                "Restored the snapshot; input since it was saved is not replayed and is reported as a possible gap."
+            );
+            return Ok((core, Some(restored.token)));
+        }
+        LoadOutcome::Corrupted(corrupted) => corrupted.to_string(),
+        LoadOutcome::Incompatible(incompatible) => incompatible.to_string(),
+    };
+    tracing::error!(monitor_id = %id, %reason, "Refusing to start the monitor.");
+    let record = HealthRecord {
+        state: "startup_failed".into(),
+        phase: None,
+        connected: false,
+        processed_count: 0,
+        last_checkpoint_at: None,
+        recovery: None,
+        coverage: None,
+        last_error: Some(reason.clone()),
+        heartbeat_at: now,
+    };
+    if let Err(e) = store
+        .report_unowned(id, Some(stored.signature()), &record)
+        .await
+    {
+        tracing::warn!(monitor_id = %id, error = %e, "Could not persist the startup failure.");
+    }
+    Err(ExitReason::StartupFailed { reason })
+}
+
+async fn first_commit(
+    store: &CheckpointStore,
+    sealed: &radar::snapshot::SealedSnapshot,
+    loaded: Option<FencingToken>,
+) -> Result<CheckpointWriter, ExitReason> {
+    let id = sealed.envelope.service_id;
+    match loaded {
+        None => match store.claim(sealed).await {
+            Ok(Claim::Won(writer)) => Ok(writer),
+            Ok(Claim::Lost(lost)) => Err(ExitReason::OwnershipLost {
+                detail: lost.to_string(),
+            }),
+            Err(e) => Err(ExitReason::Failed {
+                error: format!("the first checkpoint of monitor {id} failed: {e}"),
+            }),
+        },
+        Some(token) => match store
+            .resume(id, token)
+            .checkpoint(sealed, &PendingResults::default())
+            .await
+        {
+            WriteOutcome::Committed(writer) => Ok(writer),
+            WriteOutcome::OwnershipLost(lost) => Err(ExitReason::OwnershipLost {
+                detail: lost.to_string(),
+            }),
+            WriteOutcome::Failed { error, .. } => Err(ExitReason::Failed {
+                error: format!(
+                    "the checkpoint before subscribing of monitor {id} failed: {e}",
+                    e = error
+                ),
+            }),
+        },
+    }
+}

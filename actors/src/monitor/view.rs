@@ -1,0 +1,82 @@
+//! What a monitor's actors publish for readers that must never wait: the
+//! health actor, readiness and metrics. Cheap to clone; replaced whole.
+
+use std::{sync::Arc, time::Instant};
+
+use chrono::{DateTime, Utc};
+use radar::{
+    coverage::CoverageHistory,
+    detector::{ModelHealth, Phase},
+    snapshot::RecoveryMetadata,
+};
+
+/// The model's last published state.
+#[derive(Debug, Clone)]
+pub struct ModelView {
+    pub phase: Phase,
+    /// Frames processed by the detector (the snapshot's processed count).
+    pub processed: u64,
+    /// Messages taken from the ingress queue, whatever became of them.
+    pub consumed: u64,
+    pub accepted: u64,
+    pub rejected: u64,
+    pub flagged: u64,
+    pub alarms_opened: u64,
+    pub alarm_open: bool,
+    /// Checkpoints stopped committing: input is drained without advancing.
+    pub suspended: bool,
+    /// Training and calibration frames kept for the fit.
+    pub buffered: (usize, usize),
+    /// When the model last finished an operation.
+    pub last_step: Instant,
+    pub coverage: Arc<CoverageHistory>,
+    pub recovery: Arc<RecoveryMetadata>,
+    pub health: Option<ModelHealth>,
+}
+
+/// Who may write this monitor's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// Database writes are disabled: nothing is read or written.
+    Disabled,
+    Owner,
+    Lost,
+}
+
+impl Ownership {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Disabled => "disabled",
+            Self::Owner => "owner",
+            Self::Lost => "lost",
+        }
+    }
+}
+
+/// The checkpoint side's last published state.
+#[derive(Debug, Clone)]
+pub struct CheckpointView {
+    pub ownership: Ownership,
+    /// Prefix of the signature this writer last loaded or committed.
+    pub token: Option<String>,
+    pub last_commit_at: Option<DateTime<Utc>>,
+    pub commits: u64,
+    pub failures: u64,
+    pub last_error: Option<String>,
+    /// Alarms and evidence waiting for a commit.
+    pub pending: usize,
+}
+
+impl CheckpointView {
+    pub fn new(ownership: Ownership) -> Self {
+        Self {
+            ownership,
+            token: None,
+            last_commit_at: None,
+            commits: 0,
+            failures: 0,
+            last_error: None,
+            pending: 0,
+        }
+    }
+}

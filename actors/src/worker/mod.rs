@@ -1,0 +1,174 @@
+//! `radar worker`: one process, one supervisor, many monitors.
+
+mod supervisor;
+
+use std::{
+    process::ExitCode,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use actix::prelude::*;
+use anyhow::Context as _;
+use radar::{
+    config::Settings,
+    mqtt::Backoff,
+    runtime::CheckpointLimits,
+    snapshot::CheckpointKey,
+    store::{self, CheckpointStore, Services},
+};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+pub use supervisor::{Shutdown, Supervisor, WorkerOutcome};
+
+/// Connections per process; monitors write one at a time each.
+const POOL_SIZE: usize = 16;
+/// How long a graceful stop may take beyond the checkpoint timeout.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// What every monitor of this process shares.
+pub struct WorkerContext {
+    pub settings: Settings,
+    pub worker_id: String,
+    pub key: Arc<CheckpointKey>,
+    /// `None` when database writes are disabled.
+    pub store: Option<CheckpointStore>,
+    pub services: Services,
+    pub backoff: Backoff,
+    model_arbiters: Vec<ArbiterHandle>,
+    next_arbiter: AtomicUsize,
+}
+
+impl WorkerContext {
+    /// The model arbiter for the next monitor, round robin: models never run
+    /// on the IO arbiter.
+    pub fn model_arbiter(&self) -> ArbiterHandle {
+        let n = self.next_arbiter.fetch_add(1, Ordering::Relaxed);
+        self.model_arbiters[n % self.model_arbiters.len()].clone()
+    }
+
+    pub fn checkpoint_limits(&self) -> CheckpointLimits {
+        CheckpointLimits {
+            interval_frames: self.settings.checkpoint_interval,
+            max_interval: Duration::from_secs(self.settings.checkpoint_max_interval_seconds),
+            timeout: self.checkpoint_timeout(),
+        }
+    }
+
+    pub fn checkpoint_timeout(&self) -> Duration {
+        Duration::from_secs(self.settings.checkpoint_timeout_seconds)
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// Run exactly this monitor (ignores RADAR_SHARD); the process exits
+    /// non-zero if it cannot start.
+    #[arg(long, value_name = "ID")]
+    monitor: Option<Uuid>,
+}
+
+/// Runs the worker until SIGTERM/SIGINT, then stops every monitor gracefully.
+pub fn run(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode> {
+    let system = actix_rt::System::new();
+    let outcome = system.block_on(serve(args, settings));
+    outcome
+}
+
+async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode> {
+    let worker_id = settings.worker_id();
+    store::check_schema(&settings.database_url)
+        .await
+        .context("checking the database schema")?;
+    let (secret, source) = settings.checkpoint_key()?;
+    let key = Arc::new(CheckpointKey::new(secret.expose().to_vec()));
+    tracing::info!(
+        worker_id = %worker_id,
+        env = ?settings.env,
+        key_source = %source,
+        key_id = %key.key_id(),
+        shard = %settings.shard,
+        db_writes = settings.db_write_enabled,
+        "Starting the radar worker."
+    );
+    let pool = store::connect(&settings.database_url, POOL_SIZE)
+        .await
+        .context("connecting to PostgreSQL")?;
+    let store = settings.db_write_enabled.then(|| {
+        CheckpointStore::new(
+            pool.clone(),
+            worker_id.clone(),
+            Duration::from_secs(settings.checkpoint_timeout_seconds),
+        )
+    });
+    if store.is_none() {
+        tracing::warn!(
+            "RADAR_DB_WRITE_ENABLED=false: no snapshot is read or written; every monitor starts fresh."
+        );
+    }
+    let parallelism = std::thread::available_parallelism().map_or(1, usize::from);
+    let arbiters: Vec<Arbiter> = (0..parallelism).map(|_| Arbiter::new()).collect();
+    let stop_after = Duration::from_secs(settings.checkpoint_timeout_seconds) + STOP_GRACE;
+    let context = Arc::new(WorkerContext {
+        backoff: Backoff::PRODUCTION,
+        model_arbiters: arbiters.iter().map(Arbiter::handle).collect(),
+        next_arbiter: AtomicUsize::new(0),
+        services: store::Services::new(pool),
+        settings,
+        worker_id,
+        key,
+        store,
+    });
+    let (done_tx, done_rx) = oneshot::channel();
+    let supervisor = Supervisor::new(context, args.monitor, done_tx).start();
+
+    let outcome = tokio::select! {
+        outcome = done_rx => outcome.unwrap_or(WorkerOutcome::Stopped),
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "Stopping gracefully: ingestion first, then every monitor's last snapshot.");
+            supervisor.do_send(Shutdown);
+            stop_within(stop_after, supervisor).await
+        }
+    };
+    for arbiter in &arbiters {
+        arbiter.stop();
+    }
+    Ok(outcome.exit_code())
+}
+
+async fn stop_within(limit: Duration, supervisor: Addr<Supervisor>) -> WorkerOutcome {
+    let wait = supervisor.send(supervisor::WhenStopped);
+    tokio::select! {
+        done = tokio::time::timeout(limit, wait) => match done {
+            Ok(Ok(outcome)) => outcome,
+            _ => {
+                tracing::error!(seconds = limit.as_secs(), "Monitors did not stop in time; exiting anyway.");
+                WorkerOutcome::StopTimedOut
+            }
+        },
+        _ = shutdown_signal() => {
+            tracing::error!("Second stop signal: exiting without waiting for the last snapshots.");
+            WorkerOutcome::StopTimedOut
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT, naming which.
+async fn shutdown_signal() -> &'static str {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::error!(error = %e, "Cannot listen for SIGTERM; only SIGINT stops the worker.");
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT";
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+    }
+}

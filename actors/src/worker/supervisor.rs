@@ -1,0 +1,289 @@
+//! The supervisor: admits the monitors of this worker's shard, starts and
+//! stops their actors as monitors are created and retired, restarts only
+//! transient failures, and never restarts a terminal monitor (ownership
+//! lost, quarantined, startup failed) in the same process.
+
+use std::{
+    collections::HashMap,
+    process::ExitCode,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use actix::prelude::*;
+use radar::{
+    mqtt::Backoff,
+    runtime::{ExitReason, Restart, owns},
+    store::MonitorRow,
+};
+use tokio::sync::{oneshot, watch};
+use uuid::Uuid;
+
+use super::WorkerContext;
+use crate::monitor::{MonitorActor, MonitorExited, RunState, Stop};
+
+/// How often the supervisor looks for new and retired monitors.
+pub const POLL_EVERY: Duration = Duration::from_secs(5);
+/// Restart delays of a monitor whose start failed transiently.
+const RESTART_BACKOFF: Backoff = Backoff {
+    initial: Duration::from_secs(5),
+    max: Duration::from_secs(300),
+};
+
+/// How the worker as a whole ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerOutcome {
+    Stopped,
+    /// `--monitor ID` and that monitor could not run.
+    MonitorFailed(ExitReason),
+    StopTimedOut,
+}
+
+impl WorkerOutcome {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Stopped => ExitCode::SUCCESS,
+            Self::MonitorFailed(ExitReason::StartupFailed { .. }) => ExitCode::from(2),
+            Self::MonitorFailed(_) => ExitCode::from(3),
+            Self::StopTimedOut => ExitCode::from(4),
+        }
+    }
+}
+
+/// Stop every monitor gracefully, then end.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+/// Resolves once every monitor has stopped after [`Shutdown`].
+#[derive(Message)]
+#[rtype(result = "WorkerOutcome")]
+pub struct WhenStopped;
+
+/// A monitor's last exit and when it may start again.
+struct Exited {
+    reason: ExitReason,
+    attempts: u32,
+    retry_at: Option<Instant>,
+}
+
+struct Running {
+    addr: Addr<MonitorActor>,
+    name: String,
+    state: watch::Receiver<RunState>,
+}
+
+pub struct Supervisor {
+    worker: Arc<WorkerContext>,
+    only: Option<Uuid>,
+    running: HashMap<Uuid, Running>,
+    exited: HashMap<Uuid, Exited>,
+    shutting_down: bool,
+    polling: bool,
+    outcome: Option<WorkerOutcome>,
+    done: Option<oneshot::Sender<WorkerOutcome>>,
+    waiters: Vec<oneshot::Sender<WorkerOutcome>>,
+}
+
+impl Supervisor {
+    pub fn new(
+        worker: Arc<WorkerContext>,
+        only: Option<Uuid>,
+        done: oneshot::Sender<WorkerOutcome>,
+    ) -> Self {
+        Self {
+            worker,
+            only,
+            running: HashMap::new(),
+            exited: HashMap::new(),
+            shutting_down: false,
+            polling: false,
+            outcome: None,
+            done: Some(done),
+            waiters: Vec::new(),
+        }
+    }
+
+    /// The monitors this worker is responsible for.
+    fn admits(&self, row: &MonitorRow) -> bool {
+        if row.is_retired() {
+            return false;
+        }
+        match self.only {
+            Some(id) => row.id == id,
+            None => owns(self.worker.settings.shard, row.id),
+        }
+    }
+
+    fn poll(&mut self, ctx: &mut Context<Self>) {
+        if self.polling || self.shutting_down {
+            return;
+        }
+        self.polling = true;
+        let services = self.worker.services.clone();
+        async move { services.list(true).await }
+            .into_actor(self)
+            .map(|rows, act, ctx| {
+                act.polling = false;
+                match rows {
+                    Ok(rows) => act.reconcile(rows, ctx),
+                    Err(error) => {
+                        tracing::warn!(%error, "Could not list monitors; keeping the current set.")
+                    }
+                }
+            })
+            .spawn(ctx);
+    }
+
+    fn reconcile(&mut self, rows: Vec<MonitorRow>, ctx: &mut Context<Self>) {
+        if self.shutting_down {
+            return;
+        }
+        let now = Instant::now();
+        let mut wanted = std::collections::HashSet::new();
+        for row in rows {
+            if !self.admits(&row) {
+                continue;
+            }
+            wanted.insert(row.id);
+            if self.running.contains_key(&row.id) {
+                continue;
+            }
+            if let Some(exited) = self.exited.get(&row.id) {
+                let due = exited.reason.restart() == Restart::AfterBackoff
+                    && exited.retry_at.is_some_and(|at| at <= now);
+                if !due {
+                    continue;
+                }
+            }
+            self.start(row, ctx);
+        }
+        if let Some(id) = self.only
+            && !wanted.contains(&id)
+            && !self.running.contains_key(&id)
+            && self.outcome.is_none()
+        {
+            let reason = ExitReason::StartupFailed {
+                reason: format!("monitor {id} does not exist or is retired"),
+            };
+            tracing::error!(monitor_id = %id, "{reason}");
+            self.end(WorkerOutcome::MonitorFailed(reason));
+            return;
+        }
+        let gone: Vec<Uuid> = self
+            .running
+            .keys()
+            .filter(|id| !wanted.contains(id))
+            .copied()
+            .collect();
+        for id in gone {
+            if let Some(running) = self.running.get(&id) {
+                tracing::info!(monitor_id = %id, name = %running.name, "Monitor retired, deleted or moved to another shard; stopping it.");
+                running.addr.do_send(Stop);
+            }
+        }
+    }
+
+    fn start(&mut self, row: MonitorRow, ctx: &mut Context<Self>) {
+        let id = row.id;
+        let name = row.name.clone();
+        tracing::info!(monitor_id = %id, name = %name, "Admitting monitor.");
+        let (actor, state) = MonitorActor::new(self.worker.clone(), row, ctx.address().recipient());
+        let addr = actor.start();
+        self.running.insert(id, Running { addr, name, state });
+    }
+
+    fn end(&mut self, outcome: WorkerOutcome) {
+        self.outcome.get_or_insert(outcome.clone());
+        if let Some(done) = self.done.take() {
+            let _ = done.send(outcome);
+        }
+    }
+
+    fn settle_if_stopped(&mut self) {
+        if self.shutting_down && self.running.is_empty() {
+            let outcome = self.outcome.clone().unwrap_or(WorkerOutcome::Stopped);
+            for waiter in self.waiters.drain(..) {
+                let _ = waiter.send(outcome.clone());
+            }
+        }
+    }
+
+    /// Current run states, for readiness.
+    pub fn states(&self) -> Vec<(Uuid, String, RunState)> {
+        self.running
+            .iter()
+            .map(|(id, r)| (*id, r.name.clone(), *r.state.borrow()))
+            .collect()
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.poll(ctx);
+        ctx.run_interval(POLL_EVERY, |act, ctx| act.poll(ctx));
+    }
+}
+
+impl Handler<MonitorExited> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: MonitorExited, _: &mut Self::Context) {
+        let name = self
+            .running
+            .remove(&msg.id)
+            .map(|r| r.name)
+            .unwrap_or_default();
+        let attempts = self.exited.get(&msg.id).map_or(0, |e| e.attempts) + 1;
+        let retry_at = match msg.reason.restart() {
+            Restart::AfterBackoff if !self.shutting_down => {
+                let delay = RESTART_BACKOFF.delay(attempts - 1);
+                tracing::warn!(monitor_id = %msg.id, %name, reason = %msg.reason, retry_in_s = delay.as_secs(), "Monitor failed; it will be restarted.");
+                Some(Instant::now() + delay)
+            }
+            _ => {
+                if msg.reason.is_terminal() && msg.reason != ExitReason::Stopped {
+                    tracing::error!(monitor_id = %msg.id, %name, reason = %msg.reason, "Monitor ended for good in this process.");
+                }
+                None
+            }
+        };
+        if self.only == Some(msg.id) && !self.shutting_down {
+            self.end(WorkerOutcome::MonitorFailed(msg.reason.clone()));
+        }
+        self.exited.insert(
+            msg.id,
+            Exited {
+                reason: msg.reason,
+                attempts,
+                retry_at,
+            },
+        );
+        self.settle_if_stopped();
+    }
+}
+
+impl Handler<Shutdown> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, _: &mut Self::Context) {
+        self.shutting_down = true;
+        for running in self.running.values() {
+            running.addr.do_send(Stop);
+        }
+        self.settle_if_stopped();
+    }
+}
+
+impl Handler<WhenStopped> for Supervisor {
+    type Result = ResponseFuture<WorkerOutcome>;
+
+    fn handle(&mut self, _: WhenStopped, _: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.waiters.push(tx);
+        self.settle_if_stopped();
+        Box::pin(async move { rx.await.unwrap_or(WorkerOutcome::StopTimedOut) })
+    }
+}

@@ -1,0 +1,381 @@
+//! The model side of one monitor, free of any actor framework: payload
+//! parsing, alignment, the detector, coverage and the cumulative counters, in
+//! the one order that both the worker and the offline replay use.
+//!
+//! Every method takes the clock as an argument and returns what changed, so
+//! the runtime decides what to checkpoint or publish.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::{
+    align::{Admission, AlignError, Aligner, Frame, Observation},
+    config::MonitorConfig,
+    coverage::{CoverageHistory, GapCause},
+    detector::{AlarmEvent, Detector, DetectorError, Outcome, Phase, Scored},
+    mqtt::payload::PayloadRejection,
+    snapshot::{ManagedState, ProcessingCounters, RecoveryMetadata},
+    store::{AlarmRecord, EvidenceRecord, PendingResults},
+};
+
+/// Why a monitor's model could not be built or restored.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("monitor {service_id}: {source}")]
+    Align {
+        service_id: Uuid,
+        #[source]
+        source: AlignError,
+    },
+    #[error("monitor {service_id}: {source}")]
+    Detector {
+        service_id: Uuid,
+        #[source]
+        source: DetectorError,
+    },
+}
+
+/// What one step of the model changed.
+#[derive(Debug, Default)]
+pub struct Step {
+    /// A rejection label, when the observation was not used.
+    pub rejected: Option<&'static str>,
+    /// The frame offered to the detector, if one was complete.
+    pub frame: Option<Frame>,
+    /// The detector's verdict on that frame, once it is monitoring.
+    pub scored: Option<Scored>,
+    /// The detector is in a new phase after this step.
+    pub phase_changed: Option<Phase>,
+    /// The fit is due: checkpoint, then call [`MonitorCore::fit`].
+    pub fit_due: bool,
+    /// The coverage history changed: a checkpoint trigger.
+    pub coverage_changed: bool,
+    /// Alarms and evidence to commit.
+    pub results: PendingResults,
+}
+
+/// One monitor's complete model-side state.
+#[derive(Debug, Clone)]
+pub struct MonitorCore {
+    service_id: Uuid,
+    config: MonitorConfig,
+    readings: Vec<String>,
+    aligner: Aligner,
+    detector: Detector,
+    coverage: CoverageHistory,
+    counters: ProcessingCounters,
+    recovery: RecoveryMetadata,
+    /// When the open alarm opened, so its close can be written as a whole row.
+    open_alarm: Option<(u64, DateTime<Utc>)>,
+    /// Input is drained and counted without advancing the model, because
+    /// checkpoints stopped committing.
+    suspended: bool,
+}
+
+impl MonitorCore {
+    /// A monitor with no snapshot: a new detector and a startup gap.
+    pub fn fresh(
+        service_id: Uuid,
+        config: MonitorConfig,
+        now: DateTime<Utc>,
+    ) -> Result<Self, CoreError> {
+        let aligner = Aligner::new(config.alignment.clone(), &config.readings)
+            .map_err(|source| CoreError::Align { service_id, source })?;
+        let width = config.required_readings().count();
+        let detector = Detector::new(config.detector.clone(), width)
+            .map_err(|source| CoreError::Detector { service_id, source })?;
+        Ok(Self {
+            service_id,
+            readings: required_names(&config),
+            config,
+            aligner,
+            detector,
+            coverage: CoverageHistory::fresh(now),
+            counters: ProcessingCounters::default(),
+            recovery: RecoveryMetadata::default(),
+            open_alarm: None,
+            suspended: false,
+        })
+    }
+
+    /// A monitor restored from its verified snapshot. Watermarks come back,
+    /// partial frames do not (they were never saved), and the time since the
+    /// snapshot was saved is recorded as a possible gap: the live stream is
+    /// not replayed.
+    pub fn restore(
+        service_id: Uuid,
+        config: MonitorConfig,
+        state: ManagedState,
+        detector: Option<Detector>,
+        saved_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Self, CoreError> {
+        let detector = match detector {
+            Some(detector) => detector,
+            // An initial snapshot taken before the detector existed.
+            None => Detector::new(config.detector.clone(), config.required_readings().count())
+                .map_err(|source| CoreError::Detector { service_id, source })?,
+        };
+        let aligner = Aligner::restore(
+            config.alignment.clone(),
+            &config.readings,
+            state.watermarks,
+            state.alignment,
+        )
+        .map_err(|source| CoreError::Align { service_id, source })?;
+        let mut coverage = state.coverage;
+        coverage.record_restore(saved_at, now);
+        let recovery = RecoveryMetadata {
+            restored_processed_count: Some(state.counters.frames),
+            // Partial frames are never saved, so a restore has none to drop.
+            cleared_partial_observations: 0,
+        };
+        Ok(Self {
+            service_id,
+            readings: required_names(&config),
+            config,
+            aligner,
+            open_alarm: state.open_alarm,
+            detector,
+            coverage,
+            counters: state.counters,
+            recovery,
+            suspended: false,
+        })
+    }
+
+    pub fn service_id(&self) -> Uuid {
+        self.service_id
+    }
+
+    pub fn config(&self) -> &MonitorConfig {
+        &self.config
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.detector.phase()
+    }
+
+    pub fn detector(&self) -> &Detector {
+        &self.detector
+    }
+
+    pub fn coverage(&self) -> &CoverageHistory {
+        &self.coverage
+    }
+
+    pub fn counters(&self) -> &ProcessingCounters {
+        &self.counters
+    }
+
+    pub fn recovery(&self) -> &RecoveryMetadata {
+        &self.recovery
+    }
+
+    pub fn aligner(&self) -> &Aligner {
+        &self.aligner
+    }
+
+    /// Frames the detector processed: the snapshot's processed count.
+    pub fn processed(&self) -> u64 {
+        self.counters.frames
+    }
+
+    pub fn is_suspended(&self) -> bool {
+        self.suspended
+    }
+
+    /// Counts an observation the network side refused (unknown topic, too large).
+    pub fn count_network_rejection(&mut self, reason: PayloadRejection) {
+        self.counters.observations_received += 1;
+        self.reject(reason.as_str());
+    }
+
+    /// Offers one parsed-or-not observation. `payload` is the raw body;
+    /// `now` is this worker's processing time (receipt plus time queued).
+    pub fn ingest(
+        &mut self,
+        parsed: Result<Observation, PayloadRejection>,
+        now: DateTime<Utc>,
+    ) -> Step {
+        self.counters.observations_received += 1;
+        let mut step = Step::default();
+        let observation = match parsed {
+            Ok(observation) => observation,
+            Err(reason) => {
+                step.rejected = Some(self.reject(reason.as_str()));
+                return step;
+            }
+        };
+        if self.suspended {
+            step.rejected = Some(self.reject("model_stalled"));
+            return step;
+        }
+        match self.aligner.admit(observation, now) {
+            Admission::Rejected(reason) => {
+                step.rejected = Some(self.reject(reason.as_str()));
+            }
+            Admission::Held | Admission::Recorded => {
+                self.counters.observations_accepted += 1;
+            }
+            Admission::FrameReady(frame) => {
+                self.counters.observations_accepted += 1;
+                self.offer(frame, &mut step);
+            }
+        }
+        step
+    }
+
+    /// Drops values that waited in a partial frame longer than the
+    /// freshness allows; call it periodically.
+    pub fn expire(&mut self, now: DateTime<Utc>) -> usize {
+        self.aligner.expire(now)
+    }
+
+    /// Runs the static fit once it is due.
+    pub fn fit(&mut self) -> Result<Step, CoreError> {
+        let service_id = self.service_id;
+        self.detector
+            .fit()
+            .map_err(|source| CoreError::Detector { service_id, source })?;
+        Ok(Step {
+            phase_changed: Some(self.detector.phase()),
+            ..Step::default()
+        })
+    }
+
+    /// Records an MQTT connection change in the coverage history.
+    pub fn record_connection(&mut self, event: &crate::mqtt::ConnectionEvent) -> bool {
+        event.record_in(&mut self.coverage)
+    }
+
+    /// Stops advancing the model: checkpoints have not committed in time.
+    pub fn suspend(&mut self, now: DateTime<Utc>) -> bool {
+        if self.suspended {
+            return false;
+        }
+        self.suspended = true;
+        self.coverage.open_gap(GapCause::CheckpointStall, now)
+    }
+
+    /// Resumes after a checkpoint committed again.
+    pub fn resume(&mut self, now: DateTime<Utc>) -> bool {
+        if !self.suspended {
+            return false;
+        }
+        self.suspended = false;
+        self.aligner.reset_partial();
+        self.coverage.close_gap(GapCause::CheckpointStall, now)
+    }
+
+    /// The state a snapshot carries, encoded on the model side.
+    pub fn managed_state(&self) -> Result<ManagedState, rmp_serde::encode::Error> {
+        let mut state = ManagedState {
+            detector: Vec::new(),
+            counters: self.counters.clone(),
+            alignment: self.aligner.counters().clone(),
+            coverage: self.coverage.clone(),
+            watermarks: self.aligner.watermarks().clone(),
+            recovery: self.recovery.clone(),
+            open_alarm: self.open_alarm,
+        };
+        state.set_detector(&self.detector)?;
+        Ok(state)
+    }
+
+    fn reject(&mut self, reason: &'static str) -> &'static str {
+        *self
+            .counters
+            .observations_rejected
+            .entry(reason.to_string())
+            .or_default() += 1;
+        reason
+    }
+
+    fn offer(&mut self, frame: Frame, step: &mut Step) {
+        let before = self.detector.phase();
+        let outcome = self.detector.process(&frame);
+        match outcome {
+            Outcome::Rejected(rejection) => {
+                step.rejected = Some(self.reject("frame_rejected"));
+                tracing::warn!(
+                    monitor_id = %self.service_id,
+                    error = %rejection,
+                    "Detector rejected a frame."
+                );
+                return;
+            }
+            Outcome::Buffered { .. } => {}
+            Outcome::Scored(scored) => self.record_scored(*scored, step),
+        }
+        self.counters.frames += 1;
+        step.coverage_changed |= self.coverage.record_frame(frame.ts);
+        let after = self.detector.phase();
+        if after != before {
+            step.phase_changed = Some(after);
+        }
+        step.fit_due = after == Phase::Fitting;
+        step.frame = Some(frame);
+    }
+
+    fn record_scored(&mut self, scored: Scored, step: &mut Step) {
+        let frame_seq = self.counters.frames + 1;
+        if scored.flagged {
+            self.counters.frames_flagged += 1;
+        }
+        if let Some(evidence) = &scored.evidence {
+            step.results.evidence.push(EvidenceRecord {
+                frame_ts: evidence.ts,
+                frame_seq,
+                alarm_seq: evidence.alarm_seq,
+                score: evidence.score,
+                threshold: evidence.threshold,
+                p_value: evidence.p_value,
+                contributions: self
+                    .readings
+                    .iter()
+                    .cloned()
+                    .zip(evidence.contributions.iter().copied())
+                    .collect(),
+            });
+        }
+        match &scored.alarm_event {
+            Some(AlarmEvent::Opened {
+                seq,
+                ts,
+                peak_score,
+            }) => {
+                self.counters.alarms_opened += 1;
+                self.open_alarm = Some((*seq, *ts));
+                step.results.alarms.push(AlarmRecord {
+                    alarm_seq: *seq,
+                    opened_at: *ts,
+                    closed_at: None,
+                    peak_score: *peak_score,
+                });
+            }
+            Some(AlarmEvent::Closed {
+                seq,
+                ts,
+                peak_score,
+            }) => {
+                let opened_at = match self.open_alarm.take() {
+                    Some((open_seq, at)) if open_seq == *seq => at,
+                    _ => *ts,
+                };
+                step.results.alarms.push(AlarmRecord {
+                    alarm_seq: *seq,
+                    opened_at,
+                    closed_at: Some(*ts),
+                    peak_score: *peak_score,
+                });
+            }
+            None => {}
+        }
+        step.scored = Some(scored);
+    }
+}
+
+fn required_names(config: &MonitorConfig) -> Vec<String> {
+    config.required_readings().map(|r| r.name.clone()).collect()
+}

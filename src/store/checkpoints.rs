@@ -1,0 +1,425 @@
+//! The snapshot row of each monitor, fenced by its signature.
+//!
+//! A writer owns a monitor's snapshot for as long as the row holds a
+//! signature it loaded or committed. The first snapshot is an insert that
+//! only one worker can win; every later write compares the row's signature
+//! first (checkpoints by a conditional update, evidence batches under the
+//! row lock, health writes by a plain read). A refusal turns the writer into
+//! [`OwnershipLost`], which cannot write anything.
+//!
+//! `RADAR_DB_WRITE_ENABLED=false` is the caller's choice not to build a
+//! [`CheckpointStore`] at all (hold an `Option<CheckpointStore>`): then
+//! nothing is read or written and the monitor starts fresh.
+
+use std::{fmt, time::Duration};
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use thiserror::Error;
+use uuid::Uuid;
+
+use super::stored::StoredSnapshot;
+use super::{
+    Pool, StoreError, checkout,
+    evidence::{PendingResults, insert_results},
+    fence::Fence,
+    health::HealthReporter,
+    schema::radar_runtime_checkpoints as rows,
+};
+use crate::snapshot::{FencingToken, SealedSnapshot};
+
+/// Snapshot reads and writes for one worker process.
+#[derive(Clone)]
+pub struct CheckpointStore {
+    pool: Pool,
+    writer_id: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for CheckpointStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointStore")
+            .field("writer_id", &self.writer_id)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// How an attempt to write the first snapshot ended.
+#[derive(Debug)]
+pub enum Claim {
+    /// This worker's snapshot is the row: it owns the monitor.
+    Won(CheckpointWriter),
+    /// Another worker's snapshot was there first.
+    Lost(OwnershipLost),
+}
+
+/// How a fenced write ended. Each arm hands the writer on or retires it.
+#[derive(Debug)]
+pub enum WriteOutcome {
+    Committed(CheckpointWriter),
+    /// Nothing known was committed; the writer may retry with the same
+    /// pending results.
+    Failed {
+        writer: CheckpointWriter,
+        error: StoreError,
+    },
+    OwnershipLost(OwnershipLost),
+}
+
+/// Which write found out that another worker owns the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    InitialSnapshot,
+    Checkpoint,
+    EvidenceBatch,
+    Health,
+}
+
+impl fmt::Display for WriteKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::InitialSnapshot => "initial snapshot",
+            Self::Checkpoint => "checkpoint",
+            Self::EvidenceBatch => "evidence batch",
+            Self::Health => "health write",
+        })
+    }
+}
+
+/// A writer that found another worker's snapshot in its row. Terminal: it
+/// has no write methods, and its pending results stay with the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "Monitor {service_id} lost ownership of its snapshot: its {refused} was refused because \
+     another worker committed a successor (this worker held token {token}). This worker stops \
+     the monitor and writes nothing more for it; the new owner carries on."
+)]
+pub struct OwnershipLost {
+    pub service_id: Uuid,
+    /// Short form of the token this worker last held.
+    pub token: String,
+    pub refused: WriteKind,
+}
+
+/// The signing writer of one monitor's snapshot.
+#[derive(Debug)]
+pub struct CheckpointWriter {
+    store: CheckpointStore,
+    service_id: Uuid,
+    fence: Fence,
+}
+
+impl CheckpointStore {
+    /// `writer_id` names this worker instance in the row (diagnostics);
+    /// `timeout` bounds each statement (`RADAR_CHECKPOINT_TIMEOUT_SECONDS`).
+    pub fn new(pool: Pool, writer_id: impl Into<String>, timeout: Duration) -> Self {
+        Self {
+            pool,
+            writer_id: writer_id.into(),
+            timeout,
+        }
+    }
+
+    pub fn writer_id(&self) -> &str {
+        &self.writer_id
+    }
+
+    pub(super) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The row of a monitor, if it has one.
+    pub async fn load_snapshot(
+        &self,
+        service_id: Uuid,
+    ) -> Result<Option<StoredSnapshot>, StoreError> {
+        self.bounded(async {
+            let mut conn = checkout(&self.pool).await?;
+            Ok(rows::table
+                .find(service_id)
+                .select(StoredSnapshot::as_select())
+                .first(&mut conn)
+                .await
+                .optional()?)
+        })
+        .await
+    }
+
+    /// Writes the first snapshot of a monitor that had none. Exactly one of
+    /// several racing workers wins; the others get `Lost`.
+    pub async fn claim(&self, initial: &SealedSnapshot) -> Result<Claim, StoreError> {
+        let service_id = initial.envelope.service_id;
+        let inserted = self
+            .bounded(async {
+                let mut conn = checkout(&self.pool).await?;
+                let inserted = conn
+                    .transaction::<_, diesel::result::Error, _>(async |conn| {
+                        set_timeout(conn, self.timeout).await?;
+                        diesel::insert_into(rows::table)
+                            .values(self.row_values(initial))
+                            .on_conflict_do_nothing()
+                            .execute(conn)
+                            .await
+                    })
+                    .await;
+                inserted.map_err(|e| self.db_error(e))
+            })
+            .await?;
+        let fence = Fence::new(initial.token.clone());
+        if inserted == 1 {
+            Ok(Claim::Won(CheckpointWriter {
+                store: self.clone(),
+                service_id,
+                fence,
+            }))
+        } else {
+            Ok(Claim::Lost(
+                fence.lose(service_id, WriteKind::InitialSnapshot),
+            ))
+        }
+    }
+
+    /// A writer for a snapshot this worker loaded and restored.
+    pub fn resume(&self, service_id: Uuid, loaded: FencingToken) -> CheckpointWriter {
+        CheckpointWriter {
+            store: self.clone(),
+            service_id,
+            fence: Fence::new(loaded),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn row_values<'a>(
+        &'a self,
+        s: &'a SealedSnapshot,
+    ) -> (
+        diesel::dsl::Eq<rows::service_id, Uuid>,
+        diesel::dsl::Eq<rows::envelope, &'a [u8]>,
+        diesel::dsl::Eq<rows::format_version, i32>,
+        diesel::dsl::Eq<rows::config_fingerprint, &'a [u8]>,
+        diesel::dsl::Eq<rows::runtime_versions, &'a str>,
+        diesel::dsl::Eq<rows::processed_count, i64>,
+        diesel::dsl::Eq<rows::observation_history_len, i32>,
+        diesel::dsl::Eq<rows::saved_at, DateTime<Utc>>,
+        diesel::dsl::Eq<rows::payload_sha256, &'a [u8]>,
+        diesel::dsl::Eq<rows::key_id, &'a str>,
+        diesel::dsl::Eq<rows::signature, &'a [u8]>,
+        diesel::dsl::Eq<rows::payload, &'a [u8]>,
+        diesel::dsl::Eq<rows::writer_id, &'a str>,
+    ) {
+        let e = &s.envelope;
+        (
+            rows::service_id.eq(e.service_id),
+            rows::envelope.eq(s.bytes.envelope.as_slice()),
+            rows::format_version.eq(i32::from(e.format_version)),
+            rows::config_fingerprint.eq(e.config_fingerprint.as_slice()),
+            rows::runtime_versions.eq(e.runtime_versions.as_str()),
+            rows::processed_count.eq(i64::try_from(e.processed_count).unwrap_or(i64::MAX)),
+            rows::observation_history_len
+                .eq(i32::try_from(e.observation_history_len).unwrap_or(i32::MAX)),
+            rows::saved_at.eq(e.saved_at),
+            rows::payload_sha256.eq(e.payload_sha256.as_slice()),
+            rows::key_id.eq(e.key_id.as_str()),
+            rows::signature.eq(s.bytes.signature.as_slice()),
+            rows::payload.eq(s.bytes.payload.as_slice()),
+            rows::writer_id.eq(self.writer_id.as_str()),
+        )
+    }
+
+    /// Runs a database operation with an overall deadline, as a backstop
+    /// for the per-statement timeout (e.g. a pool that cannot connect).
+    pub(super) async fn bounded<T>(
+        &self,
+        operation: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.timeout * 2, operation).await {
+            Ok(result) => result,
+            Err(_) => Err(self.timeout_error()),
+        }
+    }
+
+    pub(super) fn db_error(&self, e: diesel::result::Error) -> StoreError {
+        let cancelled = matches!(&e, diesel::result::Error::DatabaseError(_, info)
+            if info.message().contains("statement timeout") || info.message().contains("lock timeout"));
+        if cancelled {
+            self.timeout_error()
+        } else {
+            StoreError::Query(e)
+        }
+    }
+
+    fn timeout_error(&self) -> StoreError {
+        StoreError::Timeout {
+            seconds: self.timeout.as_secs_f64().ceil() as u64,
+        }
+    }
+}
+
+/// Bounds every statement of the current transaction, lock waits included.
+pub(super) async fn set_timeout(
+    conn: &mut AsyncPgConnection,
+    timeout: Duration,
+) -> QueryResult<()> {
+    // SET takes no bind parameters; the value is an integer we format.
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128);
+    diesel::sql_query(format!("SET LOCAL statement_timeout = {ms}"))
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Why a fenced transaction was rolled back.
+enum TxError {
+    Db(diesel::result::Error),
+    /// The row holds a signature this writer does not know.
+    Refused,
+}
+
+impl From<diesel::result::Error> for TxError {
+    fn from(e: diesel::result::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+impl CheckpointWriter {
+    pub fn service_id(&self) -> Uuid {
+        self.service_id
+    }
+
+    /// The signature this writer last loaded or committed.
+    pub fn token(&self) -> FencingToken {
+        self.fence.lock().current.clone()
+    }
+
+    /// A health reporter that follows this writer's token.
+    pub fn health_reporter(&self) -> HealthReporter {
+        HealthReporter::new(self.store.clone(), self.service_id, self.fence.clone())
+    }
+
+    /// Replaces the snapshot and commits `pending` with it, in one
+    /// transaction. `pending` is only read: on any outcome but `Committed`
+    /// the caller still holds it for the next attempt.
+    pub async fn checkpoint(self, next: &SealedSnapshot, pending: &PendingResults) -> WriteOutcome {
+        debug_assert_eq!(next.envelope.service_id, self.service_id);
+        if self.fence.is_lost() {
+            return WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint));
+        }
+        let accepted = self.fence.accepted(false);
+        self.fence.begin(&next.token);
+        let store = &self.store;
+        let result = store
+            .bounded(async {
+                let mut conn = checkout(&store.pool).await?;
+                let outcome = conn
+                    .transaction::<_, TxError, _>(async |conn| {
+                        set_timeout(conn, store.timeout).await?;
+                        let updated = diesel::update(
+                            rows::table
+                                .find(self.service_id)
+                                .filter(rows::signature.eq_any(&accepted)),
+                        )
+                        .set(store.row_values(next))
+                        .execute(conn)
+                        .await?;
+                        if updated == 0 {
+                            return Err(TxError::Refused);
+                        }
+                        insert_results(conn, self.service_id, next.token.as_bytes(), pending)
+                            .await?;
+                        Ok(())
+                    })
+                    .await;
+                Ok(outcome)
+            })
+            .await;
+        match result {
+            Ok(Ok(())) => {
+                self.fence.committed(&next.token);
+                WriteOutcome::Committed(self)
+            }
+            Ok(Err(TxError::Refused)) => {
+                WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint))
+            }
+            Ok(Err(TxError::Db(e))) => {
+                let error = self.store.db_error(e);
+                self.fence.uncertain(&next.token);
+                WriteOutcome::Failed {
+                    writer: self,
+                    error,
+                }
+            }
+            Err(error) => {
+                self.fence.uncertain(&next.token);
+                WriteOutcome::Failed {
+                    writer: self,
+                    error,
+                }
+            }
+        }
+    }
+
+    /// Commits a background batch of results between checkpoints: locks the
+    /// snapshot row, checks it still holds this writer's signature, and
+    /// writes the batch under that signature. `batch` is only read.
+    pub async fn commit_evidence(self, batch: &PendingResults) -> WriteOutcome {
+        if self.fence.is_lost() {
+            return WriteOutcome::OwnershipLost(self.lose(WriteKind::EvidenceBatch));
+        }
+        let accepted = self.fence.accepted(false);
+        let store = &self.store;
+        let result = store
+            .bounded(async {
+                let mut conn = checkout(&store.pool).await?;
+                let outcome = conn
+                    .transaction::<_, TxError, _>(async |conn| {
+                        set_timeout(conn, store.timeout).await?;
+                        let signature: Option<Vec<u8>> = rows::table
+                            .find(self.service_id)
+                            .select(rows::signature)
+                            .for_update()
+                            .first(conn)
+                            .await
+                            .optional()?;
+                        let Some(held) = signature.filter(|s| accepted.contains(s)) else {
+                            return Err(TxError::Refused);
+                        };
+                        insert_results(conn, self.service_id, &held, batch).await?;
+                        Ok(held)
+                    })
+                    .await;
+                Ok(outcome)
+            })
+            .await;
+        match result {
+            Ok(Ok(held)) => {
+                // The row may show a checkpoint whose commit we could not
+                // confirm: it is ours, so adopt it.
+                if let Some(token) = FencingToken::from_slice(&held) {
+                    self.fence.confirm(&token);
+                }
+                WriteOutcome::Committed(self)
+            }
+            Ok(Err(TxError::Refused)) => {
+                WriteOutcome::OwnershipLost(self.lose(WriteKind::EvidenceBatch))
+            }
+            Ok(Err(TxError::Db(e))) => WriteOutcome::Failed {
+                error: self.store.db_error(e),
+                writer: self,
+            },
+            Err(error) => WriteOutcome::Failed {
+                writer: self,
+                error,
+            },
+        }
+    }
+
+    fn lose(self, refused: WriteKind) -> OwnershipLost {
+        self.fence.lose(self.service_id, refused)
+    }
+}

@@ -1,0 +1,144 @@
+//! Alarms and evidence as rows: what a monitor's results look like on their
+//! way into PostgreSQL, and the idempotent statements that write them.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use diesel::{prelude::*, upsert::excluded};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::schema::{radar_alarms, radar_evidence};
+
+/// One alarm as the alarm rule reported it; written again when it closes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlarmRecord {
+    /// The detector's own alarm counter: the row's identity.
+    pub alarm_seq: u64,
+    pub opened_at: DateTime<Utc>,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub peak_score: f64,
+}
+
+/// One flagged frame.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceRecord {
+    /// Source time of the frame: the row's identity.
+    pub frame_ts: DateTime<Utc>,
+    pub frame_seq: u64,
+    pub alarm_seq: Option<u64>,
+    pub score: f64,
+    pub threshold: f64,
+    pub p_value: f64,
+    /// Each reading's share of the score.
+    pub contributions: BTreeMap<String, f64>,
+}
+
+/// Results waiting for a commit. The store only borrows them: after a
+/// refused or failed write they are still the caller's, unchanged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PendingResults {
+    pub alarms: Vec<AlarmRecord>,
+    pub evidence: Vec<EvidenceRecord>,
+}
+
+impl PendingResults {
+    pub fn is_empty(&self) -> bool {
+        self.alarms.is_empty() && self.evidence.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.alarms.len() + self.evidence.len()
+    }
+}
+
+/// PostgreSQL allows 65535 bind parameters per statement; rows have at most 9.
+const ROWS_PER_STATEMENT: usize = 1000;
+
+/// Writes results under `writer_signature`, inside the caller's
+/// transaction. A frame or alarm already stored is not duplicated; an alarm
+/// seen again takes its newer close time and peak.
+pub(super) async fn insert_results(
+    conn: &mut AsyncPgConnection,
+    service_id: Uuid,
+    writer_signature: &[u8],
+    pending: &PendingResults,
+) -> QueryResult<()> {
+    for chunk in pending.evidence.chunks(ROWS_PER_STATEMENT) {
+        let rows: Vec<_> = chunk
+            .iter()
+            .map(|e| {
+                (
+                    radar_evidence::service_id.eq(service_id),
+                    radar_evidence::frame_ts.eq(e.frame_ts),
+                    radar_evidence::frame_seq.eq(to_i64(e.frame_seq)),
+                    radar_evidence::alarm_seq.eq(e.alarm_seq.map(to_i64)),
+                    radar_evidence::score.eq(e.score),
+                    radar_evidence::threshold.eq(e.threshold),
+                    radar_evidence::p_value.eq(e.p_value),
+                    radar_evidence::contributions.eq(contributions_json(&e.contributions)),
+                    radar_evidence::writer_signature.eq(writer_signature),
+                )
+            })
+            .collect();
+        diesel::insert_into(radar_evidence::table)
+            .values(rows)
+            .on_conflict_do_nothing()
+            .execute(conn)
+            .await?;
+    }
+    // One statement may not update the same alarm twice; the newest record
+    // of an alarm (e.g. its close after its open) is the one that counts.
+    let latest: BTreeMap<u64, &AlarmRecord> =
+        pending.alarms.iter().map(|a| (a.alarm_seq, a)).collect();
+    let alarms: Vec<&AlarmRecord> = latest.into_values().collect();
+    for chunk in alarms.chunks(ROWS_PER_STATEMENT) {
+        let rows: Vec<_> = chunk
+            .iter()
+            .map(|a| {
+                (
+                    radar_alarms::service_id.eq(service_id),
+                    radar_alarms::alarm_seq.eq(to_i64(a.alarm_seq)),
+                    radar_alarms::opened_at.eq(a.opened_at),
+                    radar_alarms::closed_at.eq(a.closed_at),
+                    radar_alarms::peak_score.eq(a.peak_score),
+                    radar_alarms::writer_signature.eq(writer_signature),
+                )
+            })
+            .collect();
+        diesel::insert_into(radar_alarms::table)
+            .values(rows)
+            .on_conflict((radar_alarms::service_id, radar_alarms::alarm_seq))
+            .do_update()
+            .set((
+                radar_alarms::closed_at.eq(excluded(radar_alarms::closed_at)),
+                radar_alarms::peak_score.eq(excluded(radar_alarms::peak_score)),
+                radar_alarms::writer_signature.eq(excluded(radar_alarms::writer_signature)),
+            ))
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Counters and sequence numbers beyond i64 do not occur; saturate rather
+/// than wrap if one ever did.
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Non-finite contributions have no JSON form; they are stored as null.
+fn contributions_json(contributions: &BTreeMap<String, f64>) -> serde_json::Value {
+    serde_json::Value::Object(
+        contributions
+            .iter()
+            .map(|(name, value)| {
+                let number = serde_json::Number::from_f64(*value)
+                    .map(serde_json::Value::Number)
+                    .unwrap_or(serde_json::Value::Null);
+                (name.clone(), number)
+            })
+            .collect(),
+    )
+}

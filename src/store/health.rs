@@ -1,0 +1,196 @@
+//! Health writes into `radar_operational_status`, checked against the
+//! snapshot signature by a plain read, so a heartbeat lands even while an
+//! evidence batch holds (or waits for) the snapshot row lock.
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Array, Bool, Bytea, Int8, Jsonb, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::{
+    StoreError, checkout,
+    checkpoints::{CheckpointStore, OwnershipLost, WriteKind, set_timeout},
+    fence::Fence,
+};
+
+/// Times a refused heartbeat is retried because its own writer committed a
+/// new checkpoint meanwhile; more in a row means something else is wrong.
+const MAX_RACES: usize = 3;
+
+/// What a monitor reports about itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthRecord {
+    /// e.g. `running`, `stalled`, `startup_failed` (owned by the runtime).
+    pub state: String,
+    pub phase: Option<String>,
+    pub connected: bool,
+    pub processed_count: u64,
+    pub last_checkpoint_at: Option<DateTime<Utc>>,
+    pub recovery: Option<serde_json::Value>,
+    pub coverage: Option<serde_json::Value>,
+    pub last_error: Option<String>,
+    /// This worker's clock when the record was taken.
+    pub heartbeat_at: DateTime<Utc>,
+}
+
+/// How a health write ended.
+#[derive(Debug)]
+pub enum HealthOutcome {
+    Written(HealthReporter),
+    Failed {
+        reporter: HealthReporter,
+        error: StoreError,
+    },
+    OwnershipLost(OwnershipLost),
+}
+
+/// Writes the health of one monitor while its writer owns the snapshot.
+#[derive(Debug, Clone)]
+pub struct HealthReporter {
+    store: CheckpointStore,
+    service_id: Uuid,
+    fence: Fence,
+}
+
+/// The upsert, applied only if the snapshot row holds one of the tokens.
+/// The EXISTS is a plain read: it never waits for a row lock.
+const UPSERT: &str = "
+INSERT INTO radar_operational_status (service_id, worker_id, state, phase, connected,
+    processed_count, last_checkpoint_at, fencing_token, ownership, recovery, coverage,
+    last_error, heartbeat_at)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
+WHERE {condition}
+ON CONFLICT (service_id) DO UPDATE SET
+    worker_id = EXCLUDED.worker_id, state = EXCLUDED.state, phase = EXCLUDED.phase,
+    connected = EXCLUDED.connected, processed_count = EXCLUDED.processed_count,
+    last_checkpoint_at = EXCLUDED.last_checkpoint_at, fencing_token = EXCLUDED.fencing_token,
+    ownership = EXCLUDED.ownership, recovery = EXCLUDED.recovery,
+    coverage = EXCLUDED.coverage, last_error = EXCLUDED.last_error,
+    heartbeat_at = EXCLUDED.heartbeat_at";
+
+const OWNED: &str = "EXISTS (SELECT 1 FROM radar_runtime_checkpoints
+    WHERE service_id = $1 AND signature = ANY($14))";
+const UNCHANGED: &str = "EXISTS (SELECT 1 FROM radar_runtime_checkpoints
+    WHERE service_id = $1 AND signature = $14)";
+const STILL_MISSING: &str = "NOT EXISTS (SELECT 1 FROM radar_runtime_checkpoints
+    WHERE service_id = $1) AND $14::bytea IS NULL";
+
+impl HealthReporter {
+    pub(super) fn new(store: CheckpointStore, service_id: Uuid, fence: Fence) -> Self {
+        Self {
+            store,
+            service_id,
+            fence,
+        }
+    }
+
+    pub fn service_id(&self) -> Uuid {
+        self.service_id
+    }
+
+    /// Writes `record` if the snapshot row still holds this writer's token.
+    pub async fn report(self, record: &HealthRecord) -> HealthOutcome {
+        for _ in 0..=MAX_RACES {
+            let (generation, token, lost) = {
+                let state = self.fence.lock();
+                (state.generation, state.current.short(), state.lost)
+            };
+            if lost {
+                break;
+            }
+            let accepted = self.fence.accepted(true);
+            let sql = UPSERT.replace("{condition}", OWNED);
+            let written = write_status(
+                &self.store,
+                self.service_id,
+                &sql,
+                record,
+                &token,
+                "owner",
+                |q| q.bind::<Array<Bytea>, _>(accepted),
+            )
+            .await;
+            match written {
+                Ok(true) => return HealthOutcome::Written(self),
+                Ok(false) if self.fence.lock().generation != generation => continue,
+                Ok(false) => break,
+                Err(error) => {
+                    return HealthOutcome::Failed {
+                        reporter: self,
+                        error,
+                    };
+                }
+            }
+        }
+        HealthOutcome::OwnershipLost(self.fence.lose(self.service_id, WriteKind::Health))
+    }
+}
+
+impl CheckpointStore {
+    /// Writes the status of a monitor this worker does not own, e.g. one
+    /// whose snapshot failed to load: only while the row still holds the
+    /// signature it saw (`None`: still has no row), so it never overwrites
+    /// the status of a worker that committed since.
+    pub async fn report_unowned(
+        &self,
+        service_id: Uuid,
+        seen_signature: Option<&[u8]>,
+        record: &HealthRecord,
+    ) -> Result<bool, StoreError> {
+        let condition = if seen_signature.is_some() {
+            UNCHANGED
+        } else {
+            STILL_MISSING
+        };
+        let sql = UPSERT.replace("{condition}", condition);
+        let seen = seen_signature.map(<[u8]>::to_vec);
+        write_status(self, service_id, &sql, record, "", "none", |q| {
+            q.bind::<Nullable<Bytea>, _>(seen)
+        })
+        .await
+    }
+}
+
+type Query =
+    diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>;
+
+async fn write_status(
+    store: &CheckpointStore,
+    service_id: Uuid,
+    sql: &str,
+    record: &HealthRecord,
+    token: &str,
+    ownership: &str,
+    bind_condition: impl FnOnce(Query) -> Query + Send,
+) -> Result<bool, StoreError> {
+    let query = diesel::sql_query(sql.to_string())
+        .into_boxed()
+        .bind::<diesel::sql_types::Uuid, _>(service_id)
+        .bind::<Text, _>(store.writer_id().to_string())
+        .bind::<Text, _>(record.state.clone())
+        .bind::<Nullable<Text>, _>(record.phase.clone())
+        .bind::<Bool, _>(record.connected)
+        .bind::<Int8, _>(i64::try_from(record.processed_count).unwrap_or(i64::MAX))
+        .bind::<Nullable<Timestamptz>, _>(record.last_checkpoint_at)
+        .bind::<Nullable<Text>, _>((!token.is_empty()).then(|| token.to_string()))
+        .bind::<Text, _>(ownership.to_string())
+        .bind::<Nullable<Jsonb>, _>(record.recovery.clone())
+        .bind::<Nullable<Jsonb>, _>(record.coverage.clone())
+        .bind::<Nullable<Text>, _>(record.last_error.clone())
+        .bind::<Timestamptz, _>(record.heartbeat_at);
+    let query = bind_condition(query);
+    let timeout = store.timeout();
+    store
+        .bounded(async {
+            let mut conn = checkout(store.pool()).await?;
+            let written = conn
+                .transaction::<_, diesel::result::Error, _>(async |conn| {
+                    set_timeout(conn, timeout).await?;
+                    query.execute(conn).await
+                })
+                .await
+                .map_err(|e| store.db_error(e))?;
+            Ok(written == 1)
+        })
+        .await
+}

@@ -1,0 +1,115 @@
+//! A snapshot row as read back from PostgreSQL, and the checks that decide
+//! whether it may be trusted: the signed bytes first, then the readable
+//! columns against them.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use uuid::Uuid;
+
+use super::schema::radar_runtime_checkpoints as rows;
+use crate::snapshot::{
+    CheckpointKey, CorruptReason, Corrupted, Envelope, Incompatible, Inspection, LoadOutcome,
+    Refusal, SnapshotBinding, SnapshotBytes, UnverifiedColumns, Verified, open_verified, verify,
+};
+
+/// A snapshot row as stored, not yet trusted.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = rows)]
+pub struct StoredSnapshot {
+    pub service_id: Uuid,
+    envelope: Vec<u8>,
+    format_version: i32,
+    config_fingerprint: Vec<u8>,
+    runtime_versions: String,
+    processed_count: i64,
+    observation_history_len: i32,
+    saved_at: DateTime<Utc>,
+    payload_sha256: Vec<u8>,
+    key_id: String,
+    signature: Vec<u8>,
+    payload: Vec<u8>,
+    /// The worker instance that committed the row (not signed).
+    pub writer_id: String,
+    pub committed_at: DateTime<Utc>,
+}
+
+impl StoredSnapshot {
+    pub fn bytes(&self) -> SnapshotBytes {
+        SnapshotBytes {
+            envelope: self.envelope.clone(),
+            signature: self.signature.clone(),
+            payload: self.payload.clone(),
+        }
+    }
+
+    /// The raw signature column (whatever it holds).
+    pub fn signature(&self) -> &[u8] {
+        &self.signature
+    }
+
+    /// [`verify`], plus a check that the readable columns say what the
+    /// signed envelope says.
+    pub fn verify(&self, key: &CheckpointKey) -> Result<Verified, Refusal> {
+        let verified = verify(&self.bytes(), key)?;
+        match self.column_mismatch(&verified.envelope) {
+            Some(column) => Err(Refusal::Corrupted(CorruptReason::ColumnMismatch(column))),
+            None => Ok(verified),
+        }
+    }
+
+    /// Verifies, checks compatibility and only then decodes.
+    pub fn open(&self, binding: &SnapshotBinding, key: &CheckpointKey) -> LoadOutcome {
+        let service_id = binding.service_id;
+        match self.verify(key) {
+            Ok(verified) => open_verified(verified, &self.bytes(), binding, key),
+            Err(Refusal::Corrupted(reason)) => {
+                LoadOutcome::Corrupted(Corrupted { service_id, reason })
+            }
+            Err(Refusal::Incompatible(reason)) => {
+                LoadOutcome::Incompatible(Incompatible { service_id, reason })
+            }
+        }
+    }
+
+    /// What `radar snapshot inspect` shows about this row.
+    pub fn inspect(&self, binding: &SnapshotBinding, key: &CheckpointKey) -> Inspection {
+        let columns = UnverifiedColumns {
+            processed_count: u64::try_from(self.processed_count).ok(),
+            saved_at: Some(self.saved_at),
+        };
+        Inspection::of(self.verify(key), &self.bytes(), columns, binding, key)
+    }
+
+    fn column_mismatch(&self, env: &Envelope) -> Option<&'static str> {
+        let checks = [
+            ("service_id", self.service_id == env.service_id),
+            (
+                "format_version",
+                self.format_version == i32::from(env.format_version),
+            ),
+            (
+                "config_fingerprint",
+                self.config_fingerprint == env.config_fingerprint,
+            ),
+            (
+                "runtime_versions",
+                self.runtime_versions == env.runtime_versions,
+            ),
+            (
+                "processed_count",
+                u64::try_from(self.processed_count) == Ok(env.processed_count),
+            ),
+            (
+                "observation_history_len",
+                u32::try_from(self.observation_history_len) == Ok(env.observation_history_len),
+            ),
+            ("saved_at", self.saved_at == env.saved_at),
+            ("payload_sha256", self.payload_sha256 == env.payload_sha256),
+            ("key_id", self.key_id == env.key_id),
+        ];
+        checks
+            .into_iter()
+            .find(|(_, ok)| !ok)
+            .map(|(column, _)| column)
+    }
+}

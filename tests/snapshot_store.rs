@@ -1,0 +1,561 @@
+//! The fenced snapshot store against real PostgreSQL: one winner, refusals
+//! after a takeover, atomic checkpoints, lock-free heartbeats, cascades.
+
+mod common;
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use chrono::{DateTime, TimeZone, Utc};
+use diesel::sql_types::{BigInt, Text, Timestamptz};
+use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use radar::{
+    align::Watermarks,
+    config::MonitorConfig,
+    snapshot::{CheckpointKey, LoadOutcome, ManagedState, SealedSnapshot, SnapshotBinding, seal},
+    store::{
+        self, AlarmRecord, CheckpointStore, CheckpointWriter, Claim, EvidenceRecord, HealthOutcome,
+        HealthRecord, PendingResults, Services, WriteKind, WriteOutcome,
+    },
+};
+use tokio::sync::Barrier;
+use uuid::Uuid;
+
+const PUMP: &str = include_str!("../config/monitors/pump.toml");
+
+fn key() -> CheckpointKey {
+    CheckpointKey::new(b"integration-test-key-0123456789abcdef".to_vec())
+}
+
+fn at(secs: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_790_000_000 + secs, 0).unwrap()
+}
+
+struct Fixture {
+    db: common::TestDb,
+    pool: store::Pool,
+    service_id: Uuid,
+    binding: SnapshotBinding,
+}
+
+async fn fixture(tag: &str) -> Fixture {
+    let db = common::migrated_database(tag).await;
+    let pool = store::connect(&db.url, 12).await.unwrap();
+    let config = MonitorConfig::from_toml(PUMP).unwrap();
+    let service_id = Services::new(pool.clone()).create(&config).await.unwrap();
+    let binding = SnapshotBinding::for_monitor(service_id, &config);
+    Fixture {
+        db,
+        pool,
+        service_id,
+        binding,
+    }
+}
+
+impl Fixture {
+    fn store(&self, writer: &str, timeout: Duration) -> CheckpointStore {
+        CheckpointStore::new(self.pool.clone(), writer, timeout)
+    }
+
+    /// A snapshot after `frames` frames, saved at `saved_at`.
+    fn sealed(&self, frames: u64, saved_at: DateTime<Utc>) -> SealedSnapshot {
+        let mut state = ManagedState::default();
+        state.counters.frames = frames;
+        if frames > 0 {
+            state.watermarks = Watermarks(BTreeMap::from([("pressure".to_string(), saved_at)]));
+        }
+        seal(&self.binding, &state, saved_at, &key()).unwrap()
+    }
+
+    async fn conn(&self) -> AsyncPgConnection {
+        common::connect(&self.db).await
+    }
+
+    async fn claim(&self, writer: &str) -> CheckpointWriter {
+        match self
+            .store(writer, Duration::from_secs(10))
+            .claim(&self.sealed(0, at(0)))
+            .await
+            .unwrap()
+        {
+            Claim::Won(w) => w,
+            Claim::Lost(lost) => panic!("{lost}"),
+        }
+    }
+
+    async fn row_signature(&self) -> Option<Vec<u8>> {
+        self.store("reader", Duration::from_secs(10))
+            .load_snapshot(self.service_id)
+            .await
+            .unwrap()
+            .map(|row| row.signature().to_vec())
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        #[derive(diesel::QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        diesel::sql_query(sql)
+            .bind::<diesel::sql_types::Uuid, _>(self.service_id)
+            .get_result::<Count>(&mut self.conn().await)
+            .await
+            .unwrap()
+            .n
+    }
+}
+
+fn committed(outcome: WriteOutcome) -> CheckpointWriter {
+    match outcome {
+        WriteOutcome::Committed(w) => w,
+        WriteOutcome::Failed { error, .. } => panic!("write failed: {error}"),
+        WriteOutcome::OwnershipLost(lost) => panic!("{lost}"),
+    }
+}
+
+fn results(first_frame: i64, n: i64) -> PendingResults {
+    PendingResults {
+        alarms: vec![AlarmRecord {
+            alarm_seq: first_frame as u64,
+            opened_at: at(first_frame),
+            closed_at: None,
+            peak_score: 9.5,
+        }],
+        evidence: (first_frame..first_frame + n)
+            .map(|i| EvidenceRecord {
+                frame_ts: at(i),
+                frame_seq: i as u64,
+                alarm_seq: Some(first_frame as u64),
+                score: 9.0,
+                threshold: 4.0,
+                p_value: 0.001,
+                contributions: BTreeMap::from([("pressure".to_string(), 0.7)]),
+            })
+            .collect(),
+    }
+}
+
+fn health(state: &str, heartbeat_at: DateTime<Utc>) -> HealthRecord {
+    HealthRecord {
+        state: state.into(),
+        phase: Some("monitoring".into()),
+        connected: true,
+        processed_count: 3,
+        last_checkpoint_at: Some(at(0)),
+        recovery: None,
+        coverage: Some(serde_json::json!({"version": 1, "gaps": []})),
+        last_error: None,
+        heartbeat_at,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_initial_inserts_have_exactly_one_winner() {
+    const WRITERS: usize = 8;
+    let fx = Arc::new(fixture("claim_race").await);
+    let barrier = Arc::new(Barrier::new(WRITERS));
+    let mut tasks = Vec::new();
+    for i in 0..WRITERS {
+        let (fx, barrier) = (fx.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            // Each worker's first snapshot differs (its own save time).
+            let initial = fx.sealed(0, at(0) + chrono::Duration::microseconds(i as i64));
+            let store = fx.store(&format!("worker-{i}"), Duration::from_secs(10));
+            barrier.wait().await;
+            (initial.token.clone(), store.claim(&initial).await.unwrap())
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut losers = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            (token, Claim::Won(writer)) => winners.push((token, writer)),
+            (_, Claim::Lost(lost)) => {
+                assert_eq!(lost.refused, WriteKind::InitialSnapshot);
+                losers += 1;
+            }
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one winner");
+    assert_eq!(losers, WRITERS - 1);
+    let (token, writer) = winners.pop().unwrap();
+    assert_eq!(fx.row_signature().await.unwrap(), token.as_bytes());
+    assert_eq!(writer.token(), token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_successor_commits_the_stale_writer_is_refused_everywhere_and_keeps_its_results() {
+    let fx = fixture("takeover").await;
+    let a = fx.claim("worker-a").await;
+    let a_token = a.token();
+
+    // B replaces A (e.g. a start-first rollout): it loads, verifies, commits.
+    let b_store = fx.store("worker-b", Duration::from_secs(10));
+    let row = b_store.load_snapshot(fx.service_id).await.unwrap().unwrap();
+    let LoadOutcome::Restored(restored) = row.open(&fx.binding, &key()) else {
+        panic!("B could not restore");
+    };
+    let b = b_store.resume(fx.service_id, restored.token.clone());
+    let b = committed(
+        b.checkpoint(&fx.sealed(1, at(1)), &PendingResults::default())
+            .await,
+    );
+
+    // A still believes it owns the row: three handles on its token.
+    let a_store = fx.store("worker-a", Duration::from_secs(10));
+    let a_pending = results(100, 3);
+    let queue_before = a_pending.clone();
+
+    let WriteOutcome::OwnershipLost(lost) = a.checkpoint(&fx.sealed(2, at(2)), &a_pending).await
+    else {
+        panic!("A's checkpoint was not refused");
+    };
+    assert_eq!(lost.refused, WriteKind::Checkpoint);
+    assert!(
+        lost.to_string()
+            .contains("another worker committed a successor"),
+        "{lost}"
+    );
+
+    let a_again = a_store.resume(fx.service_id, a_token.clone());
+    let WriteOutcome::OwnershipLost(lost) = a_again.commit_evidence(&a_pending).await else {
+        panic!("A's evidence batch was not refused");
+    };
+    assert_eq!(lost.refused, WriteKind::EvidenceBatch);
+
+    let a_health = a_store.resume(fx.service_id, a_token).health_reporter();
+    let HealthOutcome::OwnershipLost(lost) = a_health.report(&health("running", at(3))).await
+    else {
+        panic!("A's health write was not refused");
+    };
+    assert_eq!(lost.refused, WriteKind::Health);
+
+    assert_eq!(
+        a_pending, queue_before,
+        "A's pending results are still queued, unchanged"
+    );
+    assert_eq!(fx.row_signature().await.unwrap(), b.token().as_bytes());
+    let sql = "SELECT count(*) AS n FROM radar_evidence WHERE service_id = $1";
+    assert_eq!(fx.count(sql).await, 0, "no evidence of A was written");
+    let sql = "SELECT count(*) AS n FROM radar_alarms WHERE service_id = $1";
+    assert_eq!(fx.count(sql).await, 0, "no alarm of A was written");
+    let sql = "SELECT count(*) AS n FROM radar_operational_status WHERE service_id = $1";
+    assert_eq!(fx.count(sql).await, 0, "no status of A was written");
+
+    // The new owner carries on.
+    committed(b.commit_evidence(&results(200, 2)).await);
+    let sql = "SELECT count(*) AS n FROM radar_evidence WHERE service_id = $1";
+    assert_eq!(fx.count(sql).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_lost_ownership_stops_its_own_heartbeats_too() {
+    let fx = fixture("lost_heartbeat").await;
+    let a = fx.claim("worker-a").await;
+    let a_health = a.health_reporter();
+    let b = fx
+        .store("worker-b", Duration::from_secs(10))
+        .resume(fx.service_id, a.token());
+    committed(
+        b.checkpoint(&fx.sealed(1, at(1)), &PendingResults::default())
+            .await,
+    );
+    let WriteOutcome::OwnershipLost(_) = a.commit_evidence(&results(0, 1)).await else {
+        panic!("A's evidence batch was not refused");
+    };
+    let HealthOutcome::OwnershipLost(_) = a_health.report(&health("running", at(2))).await else {
+        panic!("A's heartbeat was not refused");
+    };
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_follows_its_writer_across_checkpoints() {
+    let fx = fixture("heartbeat_follows").await;
+    let writer = fx.claim("worker-a").await;
+    let reporter = writer.health_reporter();
+    let reporter = match reporter.report(&health("running", at(1))).await {
+        HealthOutcome::Written(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let writer = committed(
+        writer
+            .checkpoint(&fx.sealed(1, at(1)), &PendingResults::default())
+            .await,
+    );
+    let HealthOutcome::Written(_) = reporter.report(&health("running", at(2))).await else {
+        panic!("the heartbeat after its own writer's checkpoint was refused");
+    };
+    #[derive(diesel::QueryableByName)]
+    struct Status {
+        #[diesel(sql_type = Text)]
+        fencing_token: String,
+        #[diesel(sql_type = Text)]
+        worker_id: String,
+    }
+    let status: Status = diesel::sql_query(
+        "SELECT fencing_token, worker_id FROM radar_operational_status WHERE service_id = $1",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+    .get_result(&mut fx.conn().await)
+    .await
+    .unwrap();
+    assert_eq!(status.fencing_token, writer.token().short());
+    assert_eq!(status.worker_id, "worker-a");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_in_a_failed_checkpoint_transaction_rolls_back_with_it() {
+    let fx = fixture("atomic_checkpoint").await;
+    let writer = fx.claim("worker-a").await;
+    let before = fx.row_signature().await.unwrap();
+    let pending = results(10, 3);
+
+    // Another session holds an uncommitted row for the same alarm, so the
+    // checkpoint's alarm upsert waits until its statement timeout fires,
+    // after the snapshot update and the evidence insert already ran.
+    let mut blocker = fx.conn().await;
+    blocker.batch_execute("BEGIN").await.unwrap();
+    diesel::sql_query(
+        "INSERT INTO radar_alarms (service_id, alarm_seq, opened_at, peak_score, writer_signature) \
+         VALUES ($1, 10, now(), 1.0, '\\x00')",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+    .execute(&mut blocker)
+    .await
+    .unwrap();
+
+    let impatient = fx.store("worker-a", Duration::from_millis(500));
+    let writer = impatient.resume(fx.service_id, writer.token());
+    let next = fx.sealed(3, at(3));
+    let WriteOutcome::Failed { writer, error } = writer.checkpoint(&next, &pending).await else {
+        panic!("the checkpoint did not fail");
+    };
+    assert!(
+        matches!(error, store::StoreError::Timeout { .. }),
+        "{error}"
+    );
+    assert_eq!(
+        fx.row_signature().await.unwrap(),
+        before,
+        "snapshot rolled back"
+    );
+    let sql = "SELECT count(*) AS n FROM radar_evidence WHERE service_id = $1";
+    assert_eq!(
+        fx.count(sql).await,
+        0,
+        "evidence rolled back with the snapshot"
+    );
+
+    // Once the other session gives up, the same results commit on retry.
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    let writer = committed(writer.checkpoint(&next, &pending).await);
+    assert_eq!(fx.row_signature().await.unwrap(), writer.token().as_bytes());
+    let sql = "SELECT count(*) AS n FROM radar_evidence WHERE service_id = $1";
+    assert_eq!(fx.count(sql).await, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_heartbeat_lands_while_an_evidence_batch_waits_for_the_row_lock() {
+    let fx = fixture("heartbeat_unblocked").await;
+    let writer = fx.claim("worker-a").await;
+    let reporter = writer.health_reporter();
+
+    // Another connection holds the snapshot row lock in an open transaction.
+    let mut locker = fx.conn().await;
+    locker.batch_execute("BEGIN").await.unwrap();
+    diesel::sql_query(
+        "SELECT service_id FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+    .execute(&mut locker)
+    .await
+    .unwrap();
+
+    // The writer's evidence batch queues behind it.
+    let batch = tokio::spawn(async move { writer.commit_evidence(&results(0, 2)).await });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let waiting = "SELECT count(*) AS n FROM pg_stat_activity \
+                   WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                   AND query LIKE '%FOR UPDATE%' AND $1 IS NOT NULL";
+    while fx.count(waiting).await == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the evidence batch never blocked"
+        );
+        tokio::task::yield_now().await;
+    }
+
+    // The heartbeat does not wait for the lock.
+    let beat = at(50);
+    let HealthOutcome::Written(_) = reporter.report(&health("running", beat)).await else {
+        panic!("the heartbeat was refused");
+    };
+    #[derive(diesel::QueryableByName)]
+    struct Beat {
+        #[diesel(sql_type = Timestamptz)]
+        heartbeat_at: DateTime<Utc>,
+    }
+    let seen: Beat = diesel::sql_query(
+        "SELECT heartbeat_at FROM radar_operational_status WHERE service_id = $1",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+    .get_result(&mut fx.conn().await)
+    .await
+    .unwrap();
+    assert_eq!(
+        seen.heartbeat_at, beat,
+        "the heartbeat is visible to other sessions"
+    );
+    assert!(!batch.is_finished(), "the evidence batch is still blocked");
+    assert!(
+        fx.count(waiting).await > 0,
+        "and still waiting in PostgreSQL"
+    );
+
+    locker.batch_execute("COMMIT").await.unwrap();
+    committed(batch.await.unwrap());
+    let sql = "SELECT count(*) AS n FROM radar_evidence WHERE service_id = $1";
+    assert_eq!(fx.count(sql).await, 2);
+}
+
+#[tokio::test]
+async fn a_restored_writer_continues_the_chain_and_evidence_is_not_duplicated() {
+    let fx = fixture("restore_chain").await;
+    let writer = fx.claim("worker-a").await;
+    let writer = committed(
+        writer
+            .checkpoint(&fx.sealed(2, at(2)), &results(0, 2))
+            .await,
+    );
+    drop(writer);
+
+    let store = fx.store("worker-b", Duration::from_secs(10));
+    let row = store.load_snapshot(fx.service_id).await.unwrap().unwrap();
+    assert_eq!(row.writer_id, "worker-a");
+    let LoadOutcome::Restored(restored) = row.open(&fx.binding, &key()) else {
+        panic!("not restored");
+    };
+    assert_eq!(restored.state.counters.frames, 2);
+    let writer = store.resume(fx.service_id, restored.token.clone());
+    // The same frames again (e.g. re-queued after a failure) are not duplicated.
+    let writer = committed(
+        writer
+            .checkpoint(&fx.sealed(3, at(3)), &results(0, 3))
+            .await,
+    );
+    let sql = "SELECT count(*) AS n FROM radar_evidence WHERE service_id = $1";
+    assert_eq!(fx.count(sql).await, 3);
+    let sql = "SELECT count(*) AS n FROM radar_alarms WHERE service_id = $1";
+    assert_eq!(fx.count(sql).await, 1);
+    assert_eq!(fx.row_signature().await.unwrap(), writer.token().as_bytes());
+}
+
+#[tokio::test]
+async fn a_tampered_row_is_refused_with_the_reason() {
+    let fx = fixture("tampered").await;
+    fx.claim("worker-a").await;
+    let mut conn = fx.conn().await;
+    let store = fx.store("reader", Duration::from_secs(10));
+    let edits = [
+        (
+            "UPDATE radar_runtime_checkpoints SET payload = set_byte(payload, 0, get_byte(payload, 0) # 1) WHERE service_id = $1",
+            "digest_mismatch",
+        ),
+        (
+            "UPDATE radar_runtime_checkpoints SET processed_count = processed_count + 1 WHERE service_id = $1",
+            "column_mismatch",
+        ),
+        (
+            "UPDATE radar_runtime_checkpoints SET signature = set_byte(signature, 5, get_byte(signature, 5) # 16) WHERE service_id = $1",
+            "bad_signature",
+        ),
+        (
+            "UPDATE radar_runtime_checkpoints SET envelope = set_byte(envelope, 20, get_byte(envelope, 20) # 128) WHERE service_id = $1",
+            "damaged_envelope",
+        ),
+    ];
+    for (edit, code) in edits {
+        fx.claim_fresh_row(&mut conn).await;
+        diesel::sql_query(edit)
+            .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let row = store.load_snapshot(fx.service_id).await.unwrap().unwrap();
+        let LoadOutcome::Corrupted(c) = row.open(&fx.binding, &key()) else {
+            panic!("{edit} was not detected");
+        };
+        assert_eq!(c.reason.code(), code, "{edit}: {c}");
+    }
+}
+
+impl Fixture {
+    /// Replaces the row with a fresh, valid initial snapshot.
+    async fn claim_fresh_row(&self, conn: &mut AsyncPgConnection) {
+        diesel::sql_query("DELETE FROM radar_runtime_checkpoints WHERE service_id = $1")
+            .bind::<diesel::sql_types::Uuid, _>(self.service_id)
+            .execute(conn)
+            .await
+            .unwrap();
+        self.claim("worker-a").await;
+    }
+}
+
+#[tokio::test]
+async fn deleting_the_service_removes_its_snapshot_row() {
+    let fx = fixture("cascade").await;
+    fx.claim("worker-a").await;
+    assert!(fx.row_signature().await.is_some());
+    Services::new(fx.pool.clone())
+        .delete(fx.service_id)
+        .await
+        .unwrap();
+    assert!(fx.row_signature().await.is_none());
+}
+
+#[tokio::test]
+async fn a_status_without_ownership_is_written_only_while_the_row_is_unchanged() {
+    let fx = fixture("unowned_status").await;
+    let store = fx.store("worker-a", Duration::from_secs(10));
+    // No row yet: a startup failure may be reported.
+    assert!(
+        store
+            .report_unowned(fx.service_id, None, &health("startup_failed", at(1)))
+            .await
+            .unwrap()
+    );
+    let writer = fx.claim("worker-b").await;
+    // A row appeared since: the failure report would hide the new owner.
+    assert!(
+        !store
+            .report_unowned(fx.service_id, None, &health("startup_failed", at(2)))
+            .await
+            .unwrap()
+    );
+    let seen = writer.token();
+    assert!(
+        store
+            .report_unowned(
+                fx.service_id,
+                Some(seen.as_bytes()),
+                &health("startup_failed", at(3))
+            )
+            .await
+            .unwrap()
+    );
+    committed(
+        writer
+            .checkpoint(&fx.sealed(1, at(4)), &PendingResults::default())
+            .await,
+    );
+    assert!(
+        !store
+            .report_unowned(
+                fx.service_id,
+                Some(seen.as_bytes()),
+                &health("startup_failed", at(5))
+            )
+            .await
+            .unwrap()
+    );
+}
