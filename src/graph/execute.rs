@@ -8,7 +8,7 @@
 //! failure the caller holds a [`QuarantinedGraph`], which can neither run a
 //! node nor export state: the damaged state cannot reach a checkpoint.
 
-use std::collections::VecDeque;
+use std::{collections::VecDeque, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -155,7 +155,8 @@ pub struct GraphState {
 /// A graph revision's running state.
 #[derive(Debug)]
 pub struct GraphExecutor {
-    graph: CompiledGraph,
+    /// Shared, so that moving the executor through every frame stays cheap.
+    graph: Arc<CompiledGraph>,
     states: Vec<NodeState>,
     frames_applied: u64,
 }
@@ -170,7 +171,7 @@ impl GraphExecutor {
             })?);
         }
         Ok(Self {
-            graph,
+            graph: Arc::new(graph),
             states,
             frames_applied: 0,
         })
@@ -350,10 +351,8 @@ fn update(
     let result = match (spec, state) {
         (NodeSpec::Scale(p), _) => finite(first * p.factor + p.offset, "the scaled value"),
         (NodeSpec::Difference(_), NodeState::Difference { previous }) => {
-            finite(first - previous.unwrap_or(first), "the difference").map(|d| {
-                *previous = Some(first);
-                d
-            })
+            finite(first - previous.unwrap_or(first), "the difference")
+                .inspect(|_| *previous = Some(first))
         }
         (NodeSpec::RollingMean(p), NodeState::RollingMean { values }) => {
             let dropped = if values.len() == p.window {
@@ -367,20 +366,16 @@ fn update(
                 .skip(usize::from(dropped.is_some()))
                 .sum::<f64>()
                 + first;
-            finite(sum / (kept + 1) as f64, "the rolling mean").map(|mean| {
+            finite(sum / (kept + 1) as f64, "the rolling mean").inspect(|_| {
                 if dropped.is_some() {
                     values.pop_front();
                 }
                 values.push_back(first);
-                mean
             })
         }
         (NodeSpec::Ewma(p), NodeState::Ewma { level }) => {
             let next = level.map_or(first, |l| l + p.alpha * (first - l));
-            finite(next, "the moving average").map(|next| {
-                *level = Some(next);
-                next
-            })
+            finite(next, "the moving average").inspect(|&next| *level = Some(next))
         }
         (NodeSpec::Detector(_), NodeState::Detector { detector }) => {
             return detector_update(detector, inputs, ts, id, report);

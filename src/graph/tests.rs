@@ -5,6 +5,9 @@ use uuid::Uuid;
 use super::*;
 use crate::align::Frame;
 
+/// An edit of the example graph.
+type Edit = Box<dyn Fn(&mut Value)>;
+
 const EXAMPLE: &str = include_str!("../../config/graphs/pump-7.json");
 
 fn example_json() -> Value {
@@ -126,7 +129,7 @@ fn every_semantic_edit_changes_the_hash_the_fingerprint_and_names_the_node() {
     let base_fp = base
         .monitor_config("a".into(), binding(&base, 1))
         .fingerprint();
-    let edits: Vec<(Box<dyn Fn(&mut Value)>, Option<&str>)> = vec![
+    let edits: Vec<(Edit, Option<&str>)> = vec![
         (
             Box::new(|g| node_mut(g, "flow_ls")["params"]["factor"] = json!(0.28)),
             Some("flow_ls"),
@@ -206,7 +209,7 @@ fn a_monitor_without_a_graph_keeps_its_old_fingerprint_form() {
 
 #[test]
 fn each_invalid_graph_is_rejected_naming_the_node() {
-    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<(Edit, &str)> = vec![
         (
             Box::new(|g| node_mut(g, "flow_ls")["params"]["factor"] = json!(0)),
             "nodes.flow_ls.params.factor",
