@@ -4,7 +4,10 @@
 //! the coverage history.
 
 use actix::prelude::*;
-use radar::mqtt::{ConnectionEvent, IngestionControl};
+use radar::{
+    mqtt::{ConnectionEvent, IngestionControl},
+    telemetry::{MonitorTelemetry, events},
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
@@ -16,6 +19,7 @@ pub struct IngestionActor {
     control: Option<IngestionControl>,
     model: Addr<ModelActor>,
     events: Option<mpsc::Receiver<ConnectionEvent>>,
+    metrics: MonitorTelemetry,
 }
 
 /// Stops ingestion: unsubscribe, disconnect, close the queue. Resolves when done.
@@ -29,8 +33,10 @@ impl IngestionActor {
         control: IngestionControl,
         events: mpsc::Receiver<ConnectionEvent>,
         model: Addr<ModelActor>,
+        metrics: MonitorTelemetry,
     ) -> Self {
         Self {
+            metrics,
             service_id,
             control: Some(control),
             model,
@@ -75,6 +81,7 @@ impl StreamHandler<ConnectionEvent> for IngestionActor {
                 tracing::info!(monitor_id = %self.service_id, "MQTT ingestion stopped.")
             }
         }
+        self.metrics.emit(events::ConnectionChanged(&event));
         self.model.do_send(Connection { event });
     }
 

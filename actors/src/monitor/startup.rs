@@ -6,6 +6,7 @@ use std::{sync::Arc, time::Instant};
 
 use actix::prelude::*;
 use chrono::Utc;
+use radar::telemetry::{MonitorTelemetry, events};
 use radar::{
     mqtt::{self, IngestOptions},
     runtime::{CheckpointPolicy, CoreError, ExitReason, MonitorCore, Trigger},
@@ -47,6 +48,7 @@ pub async fn start(
     row: MonitorRow,
     monitor: Addr<MonitorActor>,
     run_state: watch::Sender<RunState>,
+    metrics: MonitorTelemetry,
 ) -> Result<Started, ExitReason> {
     let id = row.id;
     let config = row
@@ -65,7 +67,7 @@ pub async fn start(
                 None,
             )
         }
-        Some(store) => load(store, &worker, &row, &binding, config.clone()).await?,
+        Some(store) => load(store, &worker, &row, &binding, config.clone(), &metrics).await?,
     };
 
     let (checkpoint_view, checkpoint_rx) =
@@ -78,6 +80,7 @@ pub async fn start(
         worker.checkpoint_timeout(),
         monitor.clone(),
         checkpoint_view,
+        metrics.clone(),
     )
     .start();
     let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
@@ -90,6 +93,7 @@ pub async fn start(
         checkpoint: checkpoint.clone(),
         monitor: monitor.clone(),
         view: model_view,
+        metrics: metrics.clone(),
     };
     let model =
         ModelActor::start_in_arbiter(&worker.model_arbiter(), move |_| ModelActor::new(setup));
@@ -136,6 +140,9 @@ pub async fn start(
         },
     };
     let reporter = writer.as_ref().map(CheckpointWriter::health_reporter);
+    if writer.is_some() {
+        metrics.emit(events::OwnershipAcquired);
+    }
     model.do_send(CommitReport {
         committed: true,
         trigger: Some(Trigger::BeforeSubscribing),
@@ -176,9 +183,24 @@ pub async fn start(
         link: ingestion.status,
         ingress: ingestion.counters,
     };
-    let health = HealthActor::new(id, inputs, reporter, monitor.clone(), run_state).start();
-    let ingestion =
-        IngestionActor::new(id, ingestion.control, ingestion.events, model.clone()).start();
+    metrics.set_queue_capacity(worker.settings.ingress_queue_capacity);
+    let health = HealthActor::new(
+        id,
+        inputs,
+        reporter,
+        monitor.clone(),
+        run_state,
+        metrics.clone(),
+    )
+    .start();
+    let ingestion = IngestionActor::new(
+        id,
+        ingestion.control,
+        ingestion.events,
+        model.clone(),
+        metrics,
+    )
+    .start();
     tracing::info!(monitor_id = %id, name = %row.name, "Monitor started; subscribing.");
     Ok(Started {
         model,
@@ -196,6 +218,7 @@ async fn load(
     row: &MonitorRow,
     binding: &SnapshotBinding,
     config: radar::config::MonitorConfig,
+    metrics: &MonitorTelemetry,
 ) -> Result<(MonitorCore, Option<FencingToken>), ExitReason> {
     let id = row.id;
     let now = Utc::now();
@@ -225,12 +248,11 @@ async fn load(
             let core =
                 MonitorCore::restore(id, config, restored.state, restored.detector, saved_at, now)
                     .map_err(core_error)?;
-            tracing::info!(
-                monitor_id = %id,
-                processed,
-                saved_at = %saved_at,
-                "Restored the snapshot; input since it was saved is not replayed and is reported as a possible gap."
-            );
+            metrics.emit(events::SnapshotRestored {
+                restored_processed: processed,
+                saved_at,
+                partial_frames_cleared: 0,
+            });
             return Ok((core, Some(restored.token)));
         }
         LoadOutcome::Corrupted(corrupted) => corrupted.to_string(),

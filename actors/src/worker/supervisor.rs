@@ -16,11 +16,11 @@ use radar::{
     runtime::{ExitReason, Restart, owns},
     store::MonitorRow,
 };
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::WorkerContext;
-use crate::monitor::{MonitorActor, MonitorExited, RunState, Stop};
+use crate::monitor::{MonitorActor, MonitorExited, Stop};
 
 /// How often the supervisor looks for new and retired monitors.
 pub const POLL_EVERY: Duration = Duration::from_secs(5);
@@ -70,7 +70,6 @@ struct Exited {
 struct Running {
     addr: Addr<MonitorActor>,
     name: String,
-    state: watch::Receiver<RunState>,
 }
 
 pub struct Supervisor {
@@ -176,6 +175,17 @@ impl Supervisor {
             .filter(|id| !wanted.contains(id))
             .copied()
             .collect();
+        // Monitors no longer ours leave the board once stopped.
+        let departed: Vec<Uuid> = self
+            .exited
+            .keys()
+            .filter(|id| !wanted.contains(id))
+            .copied()
+            .collect();
+        for id in departed {
+            self.exited.remove(&id);
+            self.worker.telemetry.remove_monitor(id);
+        }
         for id in gone {
             if let Some(running) = self.running.get(&id) {
                 tracing::info!(monitor_id = %id, name = %running.name, "Monitor retired, deleted or moved to another shard; stopping it.");
@@ -188,9 +198,10 @@ impl Supervisor {
         let id = row.id;
         let name = row.name.clone();
         tracing::info!(monitor_id = %id, name = %name, "Admitting monitor.");
-        let (actor, state) = MonitorActor::new(self.worker.clone(), row, ctx.address().recipient());
+        let metrics = self.worker.telemetry.monitor(id, &name);
+        let actor = MonitorActor::new(self.worker.clone(), row, metrics, ctx.address().recipient());
         let addr = actor.start();
-        self.running.insert(id, Running { addr, name, state });
+        self.running.insert(id, Running { addr, name });
     }
 
     fn end(&mut self, outcome: WorkerOutcome) {
@@ -207,14 +218,6 @@ impl Supervisor {
                 let _ = waiter.send(outcome.clone());
             }
         }
-    }
-
-    /// Current run states, for readiness.
-    pub fn states(&self) -> Vec<(Uuid, String, RunState)> {
-        self.running
-            .iter()
-            .map(|(id, r)| (*id, r.name.clone(), *r.state.borrow()))
-            .collect()
     }
 }
 
