@@ -361,6 +361,31 @@ impl GraphStore {
             .ok_or(GraphStoreError::RunNotFound(run_id))
     }
 
+    /// The compiled revision a run's monitor is bound to, refusing one whose
+    /// stored semantics no longer match the binding.
+    pub async fn compiled_for(
+        &self,
+        binding: &GraphBinding,
+    ) -> Result<CompiledGraph, GraphStoreError> {
+        let compiled = self
+            .revision(binding.graph_id, binding.revision)
+            .await?
+            .compile()?;
+        if compiled.semantics_hash() != binding.semantics_hash {
+            return Err(GraphStoreError::StoredDefinition {
+                graph_id: binding.graph_id,
+                revision: binding.revision,
+                reason: format!(
+                    "run {} is bound to semantics {} but the revision computes {}",
+                    binding.run_id,
+                    binding.semantics_hash,
+                    compiled.semantics_hash()
+                ),
+            });
+        }
+        Ok(compiled)
+    }
+
     /// The run a monitor executes, if it is a graph run.
     pub async fn run_for_service(&self, service_id: Uuid) -> Result<Option<RunRow>, StoreError> {
         let mut conn = checkout(&self.pool).await?;

@@ -46,10 +46,10 @@ pub fn semantic_edit() -> Value {
 /// with `signature` as its fencing token.
 pub async fn put_snapshot(conn: &mut AsyncPgConnection, service_id: Uuid, signature: &[u8]) {
     diesel::sql_query(
-        "INSERT INTO radar_runtime_checkpoints (service_id, format_version, config_fingerprint, \
+        "INSERT INTO radar_runtime_checkpoints (service_id, envelope, format_version, config_fingerprint, \
          runtime_versions, processed_count, observation_history_len, saved_at, payload_sha256, \
          key_id, signature, payload, writer_id) \
-         VALUES ($1, 1, decode(repeat('ab', 32), 'hex'), 'statrs=0.19.1', 42, 3, now(), \
+         VALUES ($1, '\\x01'::bytea, 1, decode(repeat('ab', 32), 'hex'), 'statrs=0.19.1', 42, 3, now(), \
          decode(repeat('cd', 32), 'hex'), 'k1', $2, '\\x00'::bytea, 'worker-a') \
          ON CONFLICT (service_id) DO UPDATE SET signature = EXCLUDED.signature",
     )
