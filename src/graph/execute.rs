@@ -103,6 +103,38 @@ pub struct FailureDiagnostics {
 
 /// The end of an executor: only the diagnostics remain. There is no way
 /// back to an executor and no way to export the damaged state.
+///
+/// What a caller can do with each outcome:
+/// ```
+/// # use radar::graph::{GraphExecutor, Step};
+/// # fn f(executor: GraphExecutor, frame: &radar::align::Frame) {
+/// match executor.run_frame(frame) {
+///     Step::Advanced { executor, .. } => drop(executor.export_state()),
+///     Step::Quarantined(q) => drop(q.diagnostics().failed_node.clone()),
+/// }
+/// # }
+/// ```
+/// A quarantined graph cannot run a frame:
+/// ```compile_fail
+/// # fn f(q: radar::graph::QuarantinedGraph, frame: &radar::align::Frame) {
+/// q.run_frame(frame);
+/// # }
+/// ```
+/// nor export its state:
+/// ```compile_fail
+/// # fn f(q: radar::graph::QuarantinedGraph) {
+/// q.export_state();
+/// # }
+/// ```
+/// and the executor that produced it is gone, moved into `run_frame`:
+/// ```compile_fail
+/// # use radar::graph::{GraphExecutor, Step};
+/// # fn f(executor: GraphExecutor, frame: &radar::align::Frame) {
+/// if let Step::Quarantined(_) = executor.run_frame(frame) {
+///     executor.export_state();
+/// }
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct QuarantinedGraph {
     diagnostics: FailureDiagnostics,

@@ -10,6 +10,18 @@
 //! - `semantics`: the executable-semantics hash, the per-node diff and the
 //!   [`GraphBinding`] a run's monitor carries.
 //! - `execute`: [`GraphExecutor`], node update outcomes and quarantine.
+//!
+//! # Running a graph run in a worker
+//! A monitor whose config carries a [`GraphBinding`] is a graph run:
+//! 1. `GraphStore::admit(binding.run_id, service_id)`; anything but
+//!    `Admitted` ends the monitor without touching its snapshot.
+//! 2. `GraphStore::compiled_for(&binding)`, then [`GraphExecutor::new`]
+//!    (or [`GraphExecutor::restore`] from the snapshot's [`GraphState`]).
+//! 3. Per frame `executor = match executor.run_frame(&frame) { Step::Advanced
+//!    { executor, report } => ..., Step::Quarantined(q) => ... }`.
+//! 4. On `Quarantined`: no more frames, no checkpoint (shutdown included);
+//!    `GraphStore::record_failure_retrying(run, service, writer token,
+//!    q.diagnostics(), timeout, stop)` until it settles or an explicit stop.
 
 mod compile;
 mod definition;

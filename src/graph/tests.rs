@@ -454,3 +454,46 @@ mod fault {
         assert_eq!(executor.frames_applied(), 4);
     }
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_layout_and_node_order_keeps_the_hash(
+            positions in proptest::collection::vec((-1e6f64..1e6, -1e6f64..1e6), 11),
+            labels in proptest::collection::vec(proptest::option::of("[a-z ]{0,12}"), 11),
+            rotate in 0usize..11,
+        ) {
+            let base = compiled(example_json());
+            let mut value = example_json();
+            let nodes = value["nodes"].as_array_mut().unwrap();
+            for ((node, (x, y)), label) in nodes.iter_mut().zip(&positions).zip(&labels) {
+                node["layout"] = json!({"x": x, "y": y});
+                if let Some(label) = label {
+                    node["layout"]["label"] = json!(label);
+                }
+            }
+            nodes.rotate_left(rotate);
+            let moved = compiled(value);
+            prop_assert_eq!(moved.semantics_hash(), base.semantics_hash());
+        }
+
+        #[test]
+        fn any_changed_factor_or_window_changes_the_hash(
+            factor in 0.001f64..1000.0,
+            window in 1usize..10_000,
+        ) {
+            let base = compiled(example_json());
+            let mut value = example_json();
+            node_mut(&mut value, "flow_ls")["params"]["factor"] = json!(factor);
+            node_mut(&mut value, "pressure_avg")["params"]["window"] = json!(window);
+            let same = factor == 0.2777777777777778 && window == 5;
+            prop_assert_eq!(compiled(value).semantics_hash() == base.semantics_hash(), same);
+        }
+    }
+}
