@@ -10,6 +10,7 @@
 //! - `semantics`: the executable-semantics hash, the per-node diff and the
 //!   [`GraphBinding`] a run's monitor carries.
 //! - `execute`: [`GraphExecutor`], node update outcomes and quarantine.
+//! - `update`: each node type's update.
 //!
 //! # Running a graph run in a worker
 //! A monitor whose config carries a [`GraphBinding`] is a graph run:
@@ -28,6 +29,7 @@ mod definition;
 mod execute;
 mod nodes;
 mod semantics;
+mod update;
 
 #[cfg(all(feature = "fault-injection", not(debug_assertions)))]
 compile_error!(
