@@ -191,6 +191,11 @@ async fn with_authoring_off_publish_and_activate_are_refused_but_runs_inspect_an
             stderr(&out)
         );
     }
+    let dry = ok(off(&["graph", "publish", "--dry-run", "--file", &moved]));
+    assert!(
+        dry.contains("layout-only"),
+        "a dry run publishes nothing, so it stays allowed: {dry}"
+    );
     assert!(ok(off(&["graph", "runs"])).contains(&run));
     assert!(ok(off(&["graph", "inspect", &run])).contains("status:          starting"));
     assert!(ok(off(&["graph", "stop", &run])).contains("stopped"));
