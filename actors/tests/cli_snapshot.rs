@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use diesel::sql_types::{BigInt, Text};
+use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
 
 const MONITOR: &str = r#"
@@ -160,12 +160,7 @@ async fn inspect_verifies_a_worker_snapshot_and_names_the_reason_once_tampered()
 #[tokio::test]
 async fn the_worker_refuses_a_database_migrated_by_a_newer_binary() {
     let db = common::migrated_database("worker_newer").await;
-    let mut conn = common::connect(&db).await;
-    diesel::sql_query("INSERT INTO __diesel_schema_migrations (version) VALUES ($1)")
-        .bind::<Text, _>("29991231000000")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    common::mark_migrated_by_newer_binary(&db).await;
     let out = radar(&db)
         .arg("worker")
         .env("RADAR_METRICS_ADDR", format!("127.0.0.1:{}", free_port()))

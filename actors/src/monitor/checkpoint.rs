@@ -85,7 +85,6 @@ impl CheckpointActor {
             model.do_send(CommitReport {
                 committed,
                 trigger,
-                at: Instant::now(),
                 wall: Utc::now(),
             });
         }

@@ -207,13 +207,13 @@ impl ModelActor {
             });
         }
         if step.frame.is_some() {
-            self.policy.on_frames(1);
+            self.policy.on_frames(1, Instant::now());
         }
         if step.coverage_changed {
-            self.policy.request(Trigger::CoverageChange);
+            self.policy.request(Trigger::CoverageChange, Instant::now());
         }
         if step.phase_changed.is_some() {
-            self.policy.request(Trigger::PhaseChange);
+            self.policy.request(Trigger::PhaseChange, Instant::now());
         }
         if step.fit_due {
             // The snapshot before the fit keeps the training and calibration
@@ -230,7 +230,7 @@ impl ModelActor {
                         phase: DetectorPhase::from(self.core.phase()),
                     });
                     tracing::info!(monitor_id = %self.core.service_id(), "Fitted the detector; monitoring starts.");
-                    self.policy.request(Trigger::PhaseChange);
+                    self.policy.request(Trigger::PhaseChange, Instant::now());
                 }
                 Err(error) => {
                     tracing::error!(monitor_id = %self.core.service_id(), %error, "The static fit failed.")
@@ -257,11 +257,11 @@ impl ModelActor {
         if self.policy.stalled(now) && !self.core.is_suspended() {
             tracing::warn!(
                 monitor_id = %self.core.service_id(),
-                seconds = self.policy.since_commit(now).as_secs(),
+                seconds = self.policy.waiting(now).as_secs(),
                 "No checkpoint committed within the timeout; the model stops advancing until one does."
             );
             if self.core.suspend(wall) {
-                self.policy.request(Trigger::CoverageChange);
+                self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         }
         self.checkpoint_if_due();
@@ -317,7 +317,7 @@ impl Handler<SealNow> for ModelActor {
         if self.halted {
             return Err("the monitor is halted".into());
         }
-        self.policy.request(msg.trigger);
+        self.policy.request(msg.trigger, Instant::now());
         self.policy.started();
         self.seal()
     }
@@ -331,10 +331,10 @@ impl Handler<CommitReport> for ModelActor {
             return;
         }
         if msg.committed {
-            self.policy.committed(msg.at);
+            self.policy.committed();
             if self.core.resume(msg.wall) {
                 tracing::info!(monitor_id = %self.core.service_id(), "A checkpoint committed again; the model advances.");
-                self.policy.request(Trigger::CoverageChange);
+                self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         } else {
             self.policy.failed(msg.trigger);
@@ -351,7 +351,7 @@ impl Handler<Connection> for ModelActor {
             return;
         }
         if self.core.record_connection(&msg.event) {
-            self.policy.request(Trigger::CoverageChange);
+            self.policy.request(Trigger::CoverageChange, Instant::now());
             self.checkpoint_if_due();
         }
         self.publish();

@@ -2,7 +2,7 @@
 //! the snapshot before decoding it, restore or start fresh, commit a
 //! checkpoint before subscribing, then subscribe.
 
-use std::{sync::Arc, time::Instant};
+use std::sync::Arc;
 
 use actix::prelude::*;
 use chrono::Utc;
@@ -89,7 +89,7 @@ pub async fn start(
         binding,
         key: worker.key.clone(),
         max_payload_bytes: worker.settings.mqtt_max_message_bytes,
-        policy: CheckpointPolicy::new(worker.checkpoint_limits(), Instant::now()),
+        policy: CheckpointPolicy::new(worker.checkpoint_limits()),
         checkpoint: checkpoint.clone(),
         monitor: monitor.clone(),
         view: model_view,
@@ -146,7 +146,6 @@ pub async fn start(
     model.do_send(CommitReport {
         committed: true,
         trigger: Some(Trigger::BeforeSubscribing),
-        at: Instant::now(),
         wall: Utc::now(),
     });
     checkpoint.do_send(Claimed {
