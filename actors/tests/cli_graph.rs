@@ -5,9 +5,6 @@ mod common;
 
 use std::process::{Command, Output};
 
-use diesel::sql_types::Text;
-use diesel_async::RunQueryDsl;
-
 const EXAMPLE: &str = include_str!("../../config/graphs/pump-7.json");
 
 fn radar_with(db: &common::TestDb, args: &[&str], authoring: Option<&str>) -> Output {
@@ -224,12 +221,7 @@ async fn an_invalid_graph_file_is_refused_naming_the_node() {
 #[tokio::test]
 async fn graph_commands_refuse_a_database_migrated_by_a_newer_radar() {
     let db = common::migrated_database("cli_graph_newer").await;
-    let mut conn = common::connect(&db).await;
-    diesel::sql_query("INSERT INTO __diesel_schema_migrations (version) VALUES ($1)")
-        .bind::<Text, _>("29991231000000")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    common::mark_migrated_by_newer_binary(&db).await;
     let out = radar(&db, &["graph", "runs"]);
     assert!(!out.status.success());
     assert!(
