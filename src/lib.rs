@@ -7,6 +7,7 @@
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
 //! - [`demo`]: the simulated plant, its monitors and the embedded broker of `radar demo`.
+//! - [`graph`]: graph definitions, the semantics hash, the executor and quarantine (pure).
 //! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
 //!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
 //!   topics to readings (pure).
@@ -23,6 +24,7 @@ pub mod config;
 pub mod coverage;
 pub mod demo;
 pub mod detector;
+pub mod graph;
 pub mod mqtt;
 pub mod replay;
 pub mod runtime;

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{FieldError, FieldErrors};
-use crate::{align::AlignmentPolicy, detector::DetectorSettings};
+use crate::{align::AlignmentPolicy, detector::DetectorSettings, graph::GraphBinding};
 
 /// Longest accepted monitor name; it appears in metrics and tables.
 const MAX_NAME_LEN: usize = 128;
@@ -27,6 +27,9 @@ pub struct MonitorConfig {
     pub readings: Vec<ReadingConfig>,
     pub alignment: AlignmentPolicy,
     pub detector: DetectorSettings,
+    /// Present when the monitor is a run of a published graph revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphBinding>,
 }
 
 /// One sensor reading and the MQTT topic that carries it.
@@ -51,6 +54,9 @@ struct Semantics<'a> {
     readings: &'a [ReadingConfig],
     alignment: &'a AlignmentPolicy,
     detector: &'a DetectorSettings,
+    /// Only graph runs have it, so other monitors keep their fingerprints.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    graph_semantics: Option<&'a str>,
 }
 
 impl MonitorConfig {
@@ -143,6 +149,7 @@ impl MonitorConfig {
             readings: &self.readings,
             alignment: &self.alignment,
             detector: &self.detector,
+            graph_semantics: self.graph.as_ref().map(|g| g.semantics_hash.as_str()),
         };
         // serde_json writes struct fields in declaration order and floats in
         // their shortest exact form, so equal configs give equal bytes.

@@ -68,6 +68,7 @@ pub fn monitor_config(machine: &Machine) -> MonitorConfig {
         // timestamp, so the defaults leave room for a loaded demo machine.
         alignment: AlignmentPolicy::default(),
         detector: detector_settings(),
+        graph: None,
     }
 }
 

@@ -30,6 +30,7 @@ fn monitor() -> MonitorConfig {
             .collect(),
         alignment: AlignmentPolicy::default(),
         detector: DetectorSettings::default(),
+        graph: None,
     }
 }
 

@@ -3,6 +3,7 @@
 //! - `migrate`: migrations and the schema ledger.
 //! - `services`: the monitors' rows.
 //! - `status`: reading the operational status workers write.
+//! - `graphs`: graph revisions and runs: publish, activate, admit, failure records.
 //! - `schema`: diesel table definitions.
 //! - `stored`: a snapshot row as read back, and its trust checks.
 //! - `checkpoints`: the signed snapshot row and its fenced writers.
@@ -14,6 +15,7 @@ mod checkpoints;
 mod error;
 mod evidence;
 mod fence;
+pub mod graphs;
 mod health;
 mod migrate;
 pub mod schema;
@@ -31,6 +33,10 @@ pub use checkpoints::{
 };
 pub use error::StoreError;
 pub use evidence::{AlarmRecord, EvidenceRecord, PendingResults};
+pub use graphs::{
+    Activated, Admission, AdmissionRefusal, FailureRecord, GraphStore, GraphStoreError, PlanChange,
+    PublishPlan, RetriedFailure, RevisionRow, RunInspection, RunRow, RunSummary, StopOutcome,
+};
 pub use health::{HealthOutcome, HealthRecord, HealthReporter};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};

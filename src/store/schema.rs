@@ -88,3 +88,50 @@ diesel::allow_tables_to_appear_in_same_query!(
     radar_evidence,
     radar_operational_status,
 );
+
+diesel::table! {
+    graphs (id) {
+        id -> Uuid,
+        name -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    graph_revisions (graph_id, revision) {
+        graph_id -> Uuid,
+        revision -> Int4,
+        definition -> Jsonb,
+        semantics_hash -> Text,
+        published_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    graph_runs (id) {
+        id -> Uuid,
+        service_id -> Uuid,
+        graph_id -> Uuid,
+        revision -> Int4,
+        generation -> Int8,
+        lifecycle_intent -> Text,
+        status -> Text,
+        failed_node -> Nullable<Text>,
+        diagnostics -> Nullable<Jsonb>,
+        launch_contract -> Int4,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        finished_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::joinable!(graph_revisions -> graphs (graph_id));
+diesel::joinable!(graph_runs -> graphs (graph_id));
+diesel::joinable!(graph_runs -> services (service_id));
+
+diesel::allow_tables_to_appear_in_same_query!(graphs, graph_revisions, graph_runs);
+diesel::allow_tables_to_appear_in_same_query!(graphs, services);
+diesel::allow_tables_to_appear_in_same_query!(graph_revisions, services);
+diesel::allow_tables_to_appear_in_same_query!(graph_runs, services);
+diesel::allow_tables_to_appear_in_same_query!(graph_runs, radar_runtime_checkpoints);
+diesel::allow_tables_to_appear_in_same_query!(graph_runs, radar_operational_status);

@@ -1,6 +1,7 @@
 //! The `radar` command line: parsing, settings and dispatch.
 
 mod detect;
+mod graph;
 mod migrate;
 mod monitor;
 mod snapshot;
@@ -53,6 +54,9 @@ enum Command {
     Worker(crate::worker::WorkerArgs),
     /// Replay a CSV file through a monitor's alignment and detector (backtest).
     Detect(detect::DetectArgs),
+    /// Publish graph revisions; activate, stop, list and inspect graph runs.
+    #[command(subcommand)]
+    Graph(graph::GraphCommand),
 }
 
 /// Flags that override settings, in the settings' own field names.
@@ -116,6 +120,7 @@ impl Cli {
             Command::Monitor(command) => runtime.block_on(monitor::run(command, &settings)),
             Command::Snapshot(command) => runtime.block_on(snapshot::run(command, &settings)),
             Command::Status(args) => runtime.block_on(status::run(args, &settings)),
+            Command::Graph(command) => runtime.block_on(graph::run(command, &settings)),
             Command::Worker(_) | Command::Detect(_) => unreachable!("handled above"),
         }
     }

@@ -56,6 +56,17 @@ pub async fn start(
         .map_err(|e| ExitReason::StartupFailed {
             reason: e.to_string(),
         })?;
+    if let Some(graph) = &config.graph {
+        // Running a graph revision needs its executor in the model and its
+        // state in the snapshot; until then such a monitor must not run as
+        // if it were a plain detector.
+        return Err(ExitReason::StartupFailed {
+            reason: format!(
+                "monitor {id} runs graph run {} (revision {}); this worker does not execute graph runs yet",
+                graph.run_id, graph.revision
+            ),
+        });
+    }
     let binding = SnapshotBinding::for_monitor(id, &config);
     let now = Utc::now();
 

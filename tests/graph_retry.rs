@@ -1,0 +1,195 @@
+//! A quarantined run's failure record keeps retrying while PostgreSQL is
+//! unreachable, commits once it returns, and ends on an explicit stop.
+
+mod common;
+mod graph_support;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use chrono::Utc;
+use diesel_async::AsyncPgConnection;
+use graph_support::*;
+use radar::graph::FailureDiagnostics;
+use radar::store::{self, Activated, Admission, FailureRecord, GraphStore, RetriedFailure};
+use tokio::net::{TcpListener, TcpStream};
+
+const TOKEN: [u8; 32] = [0x5a; 32];
+
+fn diagnostics(node: &str) -> FailureDiagnostics {
+    FailureDiagnostics {
+        failed_node: node.into(),
+        node_type: "fail_after".into(),
+        reason: "injected uncertain failure after 3 updates".into(),
+        frame_ts: Utc::now(),
+        frames_applied: 3,
+        semantics_hash: "0".repeat(64),
+    }
+}
+
+async fn setup(tag: &str) -> (common::TestDb, GraphStore, AsyncPgConnection) {
+    let db = common::migrated_database(tag).await;
+    let graphs = GraphStore::new(store::connect(&db.url, 4).await.unwrap());
+    graphs.publish(definition(example())).await.unwrap();
+    let conn = common::connect(&db).await;
+    (db, graphs, conn)
+}
+
+async fn running(graphs: &GraphStore, conn: &mut AsyncPgConnection) -> Activated {
+    let run = graphs.activate("pump-7-graph", 1).await.unwrap();
+    put_snapshot(conn, run.service_id, &TOKEN).await;
+    assert!(matches!(
+        graphs.admit(run.run_id, run.service_id).await.unwrap(),
+        Admission::Admitted(_)
+    ));
+    run
+}
+
+/// A TCP relay to PostgreSQL that can be cut (dropping every relayed
+/// connection and refusing new ones) and restored.
+struct Relay {
+    port: u16,
+    open: Arc<AtomicBool>,
+    refused: Arc<AtomicUsize>,
+    tasks: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Relay {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = Arc::new(AtomicBool::new(true));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let tasks = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (o, r, t) = (open.clone(), refused.clone(), tasks.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if !AtomicBool::load(&o, Ordering::SeqCst) {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    drop(client);
+                    continue;
+                }
+                t.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect("127.0.0.1:5432").await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                }));
+            }
+        });
+        Self {
+            port,
+            open,
+            refused,
+            tasks,
+        }
+    }
+
+    fn cut(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.open.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_quarantined_failure_record_retries_until_the_database_returns() {
+    let (db, graphs, mut conn) = setup("graph_fail_retry").await;
+    let run = running(&graphs, &mut conn).await;
+    let relay = Relay::start().await;
+    let url = db.url.replace(":5432/", &format!(":{}/", relay.port));
+    assert!(
+        common::server_url().ends_with(":5432"),
+        "the relay forwards to the local cluster"
+    );
+    let through_relay = GraphStore::new(store::connect(&url, 1).await.unwrap());
+    relay.cut();
+    let retrying = tokio::spawn(async move {
+        through_relay
+            .record_failure_retrying(
+                run.run_id,
+                run.service_id,
+                &TOKEN,
+                &diagnostics("boom"),
+                Duration::from_secs(5),
+                std::future::pending(),
+            )
+            .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while AtomicUsize::load(&relay.refused, Ordering::SeqCst) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the failure record did not retry"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        graphs.run(run.run_id).await.unwrap().status,
+        "running",
+        "nothing committed while cut"
+    );
+    relay.restore();
+    let outcome = tokio::time::timeout(Duration::from_secs(60), retrying)
+        .await
+        .unwrap()
+        .unwrap();
+    let RetriedFailure::Settled { record, attempts } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(record, FailureRecord::Recorded);
+    assert!(attempts >= 3, "{attempts} attempts");
+    assert_eq!(graphs.run(run.run_id).await.unwrap().status, "failed");
+}
+
+#[tokio::test]
+async fn an_explicit_stop_ends_the_retries() {
+    let (db, graphs, mut conn) = setup("graph_fail_retry_stop").await;
+    let run = running(&graphs, &mut conn).await;
+    let relay = Relay::start().await;
+    let url = db.url.replace(":5432/", &format!(":{}/", relay.port));
+    let through_relay = GraphStore::new(store::connect(&url, 1).await.unwrap());
+    relay.cut();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let retrying = tokio::spawn(async move {
+        through_relay
+            .record_failure_retrying(
+                run.run_id,
+                run.service_id,
+                &TOKEN,
+                &diagnostics("boom"),
+                Duration::from_secs(5),
+                async move {
+                    let _ = stop_rx.await;
+                },
+            )
+            .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while AtomicUsize::load(&relay.refused, Ordering::SeqCst) < 1 {
+        assert!(Instant::now() < deadline, "the failure record never tried");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop_tx.send(()).unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), retrying)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(outcome, RetriedFailure::Stopped { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(graphs.run(run.run_id).await.unwrap().status, "running");
+}

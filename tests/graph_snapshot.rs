@@ -1,0 +1,192 @@
+//! Graph runs with real signed snapshots: the binding follows the
+//! executable semantics, and a failure record is fenced by the writer's
+//! signature and leaves the snapshot untouched.
+
+mod common;
+mod graph_support;
+
+use std::time::Duration;
+
+use chrono::Utc;
+use graph_support::*;
+use radar::config::MonitorConfig;
+use radar::graph::{CompiledGraph, FailureDiagnostics, GraphBinding};
+use radar::snapshot::{
+    CheckpointKey, IncompatibleReason, LoadOutcome, ManagedState, SnapshotBinding, seal,
+};
+use radar::store::{
+    self, Activated, CheckpointStore, CheckpointWriter, Claim, FailureRecord, GraphStore,
+    PendingResults, Services, WriteOutcome,
+};
+use serde_json::Value;
+
+fn key() -> CheckpointKey {
+    CheckpointKey::new(b"graph-integration-key-0123456789abcdef".to_vec())
+}
+
+/// The monitor config a run of `value` would get on `run`'s monitor.
+fn config_for(value: Value, run: &Activated) -> MonitorConfig {
+    let compiled = CompiledGraph::compile(definition(value)).unwrap();
+    let binding = GraphBinding {
+        graph_id: uuid::Uuid::nil(),
+        graph: "pump-7-graph".into(),
+        revision: 9,
+        run_id: run.run_id,
+        semantics_hash: compiled.semantics_hash().to_string(),
+    };
+    compiled.monitor_config("probe".into(), binding)
+}
+
+struct Fixture {
+    graphs: GraphStore,
+    checkpoints: CheckpointStore,
+    run: Activated,
+    config: MonitorConfig,
+    _db: common::TestDb,
+}
+
+async fn fixture(tag: &str) -> (Fixture, CheckpointWriter) {
+    let db = common::migrated_database(tag).await;
+    let pool = store::connect(&db.url, 4).await.unwrap();
+    let graphs = GraphStore::new(pool.clone());
+    graphs.publish(definition(example())).await.unwrap();
+    let run = graphs.activate("pump-7-graph", 1).await.unwrap();
+    let config = Services::new(pool.clone())
+        .get(run.service_id)
+        .await
+        .unwrap()
+        .monitor_config()
+        .unwrap();
+    let checkpoints = CheckpointStore::new(pool, "worker-a", Duration::from_secs(10));
+    let binding = SnapshotBinding::for_monitor(run.service_id, &config);
+    let initial = seal(&binding, &ManagedState::default(), Utc::now(), &key()).unwrap();
+    let Claim::Won(writer) = checkpoints.claim(&initial).await.unwrap() else {
+        panic!("the first snapshot of a new run is claimed")
+    };
+    (
+        Fixture {
+            graphs,
+            checkpoints,
+            run,
+            config,
+            _db: db,
+        },
+        writer,
+    )
+}
+
+async fn open_with(f: &Fixture, config: &MonitorConfig) -> LoadOutcome {
+    let stored = f
+        .checkpoints
+        .load_snapshot(f.run.service_id)
+        .await
+        .unwrap()
+        .unwrap();
+    stored.open(
+        &SnapshotBinding::for_monitor(f.run.service_id, config),
+        &key(),
+    )
+}
+
+#[tokio::test]
+async fn a_layout_only_edit_keeps_recovery_and_a_semantic_edit_invalidates_it() {
+    let (f, _writer) = fixture("graph_snap_binding").await;
+    assert!(matches!(
+        open_with(&f, &f.config).await,
+        LoadOutcome::Restored(_)
+    ));
+    assert!(matches!(
+        open_with(&f, &config_for(layout_edit(), &f.run)).await,
+        LoadOutcome::Restored(_)
+    ));
+    let LoadOutcome::Incompatible(refused) =
+        open_with(&f, &config_for(semantic_edit(), &f.run)).await
+    else {
+        panic!("a snapshot restored into other graph semantics")
+    };
+    assert!(
+        matches!(refused.reason, IncompatibleReason::ConfigChanged { .. }),
+        "{:?}",
+        refused.reason
+    );
+}
+
+#[tokio::test]
+async fn the_writer_token_records_the_failure_and_the_snapshot_bytes_stay() {
+    let (f, writer) = fixture("graph_snap_failure").await;
+    let mut conn = common::connect(&f._db).await;
+    let before = snapshot_row(&mut conn, f.run.service_id).await;
+    let diagnostics = FailureDiagnostics {
+        failed_node: "pump".into(),
+        node_type: "detector".into(),
+        reason: "test".into(),
+        frame_ts: Utc::now(),
+        frames_applied: 0,
+        semantics_hash: f.run.semantics_hash.clone(),
+    };
+    let token = writer.token();
+    let record = f
+        .graphs
+        .record_failure(
+            f.run.run_id,
+            f.run.service_id,
+            token.as_bytes(),
+            &diagnostics,
+        )
+        .await
+        .unwrap();
+    assert_eq!(record, FailureRecord::Recorded);
+    assert_eq!(snapshot_row(&mut conn, f.run.service_id).await, before);
+    let inspection = f.graphs.inspect(f.run.run_id).await.unwrap();
+    assert_eq!(inspection.run.failed_node.as_deref(), Some("pump"));
+    assert!(
+        inspection.last_snapshot.is_some(),
+        "the last snapshot stays inspectable"
+    );
+}
+
+#[tokio::test]
+async fn a_token_superseded_by_a_later_checkpoint_cannot_record_a_failure() {
+    let (f, writer) = fixture("graph_snap_stale").await;
+    let stale = writer.token();
+    let binding = SnapshotBinding::for_monitor(f.run.service_id, &f.config);
+    let next = seal(&binding, &ManagedState::default(), Utc::now(), &key()).unwrap();
+    let WriteOutcome::Committed(writer) =
+        writer.checkpoint(&next, &PendingResults::default()).await
+    else {
+        panic!("checkpoint")
+    };
+    let diagnostics = FailureDiagnostics {
+        failed_node: "pump".into(),
+        node_type: "detector".into(),
+        reason: "test".into(),
+        frame_ts: Utc::now(),
+        frames_applied: 0,
+        semantics_hash: f.run.semantics_hash.clone(),
+    };
+    let record = f
+        .graphs
+        .record_failure(
+            f.run.run_id,
+            f.run.service_id,
+            stale.as_bytes(),
+            &diagnostics,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(record, FailureRecord::OwnershipLost { .. }),
+        "{record:?}"
+    );
+    let record = f
+        .graphs
+        .record_failure(
+            f.run.run_id,
+            f.run.service_id,
+            writer.token().as_bytes(),
+            &diagnostics,
+        )
+        .await
+        .unwrap();
+    assert_eq!(record, FailureRecord::Recorded);
+}
