@@ -81,6 +81,9 @@ pub async fn start(
         Some(store) => load(store, &worker, &row, &binding, config.clone(), &metrics).await?,
     };
 
+    metrics.emit(events::DetectorPhaseChanged {
+        phase: core.phase().into(),
+    });
     let (checkpoint_view, checkpoint_rx) =
         watch::channel(CheckpointView::new(match worker.store {
             Some(_) => Ownership::Owner,
@@ -140,10 +143,19 @@ pub async fn start(
             return Err(reason);
         }
     };
+    let commit_started = std::time::Instant::now();
     let writer = match &worker.store {
         None => None,
         Some(store) => match first_commit(store, &sealed, loaded).await {
-            Ok(writer) => Some(writer),
+            Ok(writer) => {
+                metrics.emit(events::CheckpointCommitted {
+                    trigger: Trigger::BeforeSubscribing,
+                    duration: commit_started.elapsed(),
+                    bytes: sealed.bytes.payload.len() as u64,
+                    saved_at: sealed.envelope.saved_at,
+                });
+                Some(writer)
+            }
             Err(reason) => {
                 halt_all(&reason);
                 return Err(reason);
@@ -166,7 +178,6 @@ pub async fn start(
 
     let options = IngestOptions::from_settings(&worker.settings, &worker.worker_id, id)
         .map(|mut o| {
-            o.monitor = row.name.clone();
             o.backoff = worker.backoff;
             o
         })
