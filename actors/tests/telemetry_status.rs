@@ -22,7 +22,7 @@ fn status(db: &common::TestDb) -> Vec<serde_json::Value> {
 
 fn row<'a>(rows: &'a [serde_json::Value], id: &str) -> &'a serde_json::Value {
     rows.iter()
-        .find(|r| r.to_string().contains(id))
+        .find(|r| r["monitor_id"].as_str() == Some(id))
         .unwrap_or_else(|| panic!("no status row for {id}: {rows:?}"))
 }
 
@@ -138,8 +138,16 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
         "the heartbeat still lands: {b}"
     );
     assert!(
-        b["last_error"].as_str().is_some_and(|e| !e.is_empty()),
-        "the stalled monitor says why: {b}"
+        b["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("did not answer within 2 s")),
+        "the stalled monitor names the checkpoint timeout: {b}"
+    );
+    assert!(
+        b["coverage"]["gaps"].as_array().is_some_and(|g| g
+            .iter()
+            .any(|g| g["cause"] == "checkpoint_stall" && g["to"].is_null())),
+        "an open checkpoint_stall coverage gap: {b}"
     );
 
     let c = row(&rows, &broken);
