@@ -151,3 +151,23 @@ async fn the_commit_before_subscribing_is_counted_under_its_trigger() {
         },
     );
 }
+
+/// The phase gauge shows where a monitor starts (training for a new one),
+/// not only once the phase first changes.
+#[tokio::test]
+#[ignore = "runtime gap: DetectorPhaseChanged is emitted only on a change \
+            (monitor/model.rs), never for the phase a monitor starts or restores in"]
+async fn the_phase_gauge_shows_training_from_the_start() {
+    let db = common::migrated_database("telemetry_first_phase").await;
+    let dir = tempfile::tempdir().unwrap();
+    let topic = format!("{}/a", common::unique_name("first_phase"));
+    let id = create_monitor(&db, dir.path(), "first-phase", &topic);
+    let broker = Broker::start();
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
+    let labels = [("monitor_id", id.as_str()), ("phase", "training")];
+    wait_for(
+        Duration::from_secs(30),
+        "radar_detector_phase{phase=\"training\"} 1 before any observation",
+        || (sample(&worker.metrics(), "radar_detector_phase", &labels) == Some(1.0)).then_some(()),
+    );
+}
