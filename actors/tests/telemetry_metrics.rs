@@ -1,0 +1,173 @@
+//! Scrapes a running worker: after a known stream of good and bad
+//! observations, `/metrics` carries the exact counts, the connection and
+//! phase gauges and the queue capacity, and `promtool` accepts it.
+
+mod telemetry_common;
+
+use std::time::Duration;
+
+use telemetry_common::{
+    Broker, Worker, common, create_monitor, now_ms, promtool_check, sample, wait_for,
+};
+
+const GOOD: usize = 25;
+const CAPACITY: &str = "77";
+
+#[tokio::test]
+async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promtool() {
+    let db = common::migrated_database("telemetry_scrape").await;
+    let dir = tempfile::tempdir().unwrap();
+    let topic = format!("{}/a", common::unique_name("scrape"));
+    let id = create_monitor(&db, dir.path(), "scraped", &topic);
+    let broker = Broker::start();
+    let worker = Worker::spawn(
+        &db,
+        &broker,
+        dir.path(),
+        &[&id],
+        &[("RADAR_INGRESS_QUEUE_CAPACITY", CAPACITY)],
+    );
+    let me = [("monitor_id", id.as_str())];
+
+    // Publish only once the subscription is acknowledged.
+    wait_for(Duration::from_secs(30), "radar_mqtt_connected 1", || {
+        (sample(&worker.metrics(), "radar_mqtt_connected", &me) == Some(1.0)).then_some(())
+    });
+
+    let base = now_ms();
+    for i in 0..GOOD {
+        let payload = format!(r#"{{"ts": {}, "value": {}.25}}"#, base + i as i64, i % 7);
+        broker.publish(&topic, &payload);
+    }
+    broker.publish(&topic, "this is not json");
+    broker.publish(
+        &topic,
+        &format!(r#"{{"ts": {}, "value": "NaN"}}"#, base + 1000),
+    );
+    // A re-publish of an observation already taken: at the watermark.
+    broker.publish(&topic, &format!(r#"{{"ts": {}, "value": 3.25}}"#, base + 5));
+    let received = GOOD + 3;
+
+    let text = wait_for(
+        Duration::from_secs(30),
+        "every published message is counted as received and the frames are out",
+        || {
+            let text = worker.metrics();
+            let got = sample(&text, "radar_observations_received_total", &me);
+            let frames = sample(&text, "radar_frames_emitted_total", &me);
+            (got == Some(received as f64) && frames == Some(GOOD as f64)).then_some(text)
+        },
+    );
+
+    let value = |name: &str, extra: &[(&str, &str)]| {
+        let mut labels = me.to_vec();
+        labels.extend_from_slice(extra);
+        sample(&text, name, &labels)
+    };
+    assert_eq!(
+        value("radar_observations_received_total", &[]),
+        Some(received as f64),
+        "{text}"
+    );
+    assert_eq!(
+        value("radar_observations_accepted_total", &[]),
+        Some(GOOD as f64),
+        "{text}"
+    );
+    for reason in ["not_json", "value_not_a_number", "stale"] {
+        assert_eq!(
+            value("radar_observations_rejected_total", &[("reason", reason)]),
+            Some(1.0),
+            "one rejection for {reason}:\n{text}"
+        );
+    }
+    let rejected_total: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("radar_observations_rejected_total{") && l.contains(&id))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert_eq!(rejected_total, 3.0, "no other rejection:\n{text}");
+    assert_eq!(
+        value("radar_frames_emitted_total", &[]),
+        Some(GOOD as f64),
+        "{text}"
+    );
+    assert_eq!(value("radar_mqtt_connected", &[]), Some(1.0), "{text}");
+    // 20 training frames, then calibration.
+    assert_eq!(
+        value("radar_detector_phase", &[("phase", "calibrating")]),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value("radar_detector_phase", &[("phase", "training")]),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        value("radar_ingress_queue_capacity", &[]),
+        Some(CAPACITY.parse().unwrap()),
+        "{text}"
+    );
+    assert_eq!(value("radar_ownership_held", &[]), Some(1.0), "{text}");
+    assert_eq!(
+        value("radar_monitor_state", &[("state", "connected")]),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        value("radar_checkpoint_commits_total", &[]).is_some_and(|n| n >= 1.0),
+        "at least one checkpoint committed:\n{text}"
+    );
+    // The monitor's name rides along as a label; no payload value does.
+    assert!(text.contains("monitor_name=\"scraped\""), "{text}");
+    assert!(!text.contains("not json"), "{text}");
+
+    promtool_check(&text);
+}
+
+/// The startup commit (before subscribing) is a checkpoint commit like the
+/// others and must be counted under its own trigger.
+#[tokio::test]
+#[ignore = "runtime gap: monitor/startup.rs commits the before-subscribing \
+            checkpoint without emitting events::CheckpointCommitted"]
+async fn the_commit_before_subscribing_is_counted_under_its_trigger() {
+    let db = common::migrated_database("telemetry_first_commit").await;
+    let dir = tempfile::tempdir().unwrap();
+    let topic = format!("{}/a", common::unique_name("first_commit"));
+    let id = create_monitor(&db, dir.path(), "first-commit", &topic);
+    let broker = Broker::start();
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
+    let labels = [
+        ("monitor_id", id.as_str()),
+        ("trigger", "before_subscribing"),
+    ];
+    wait_for(
+        Duration::from_secs(30),
+        "radar_checkpoint_commits_total{trigger=\"before_subscribing\"} >= 1",
+        || {
+            sample(&worker.metrics(), "radar_checkpoint_commits_total", &labels)
+                .filter(|n| *n >= 1.0)
+        },
+    );
+}
+
+/// The phase gauge shows where a monitor starts (training for a new one),
+/// not only once the phase first changes.
+#[tokio::test]
+#[ignore = "runtime gap: DetectorPhaseChanged is emitted only on a change \
+            (monitor/model.rs), never for the phase a monitor starts or restores in"]
+async fn the_phase_gauge_shows_training_from_the_start() {
+    let db = common::migrated_database("telemetry_first_phase").await;
+    let dir = tempfile::tempdir().unwrap();
+    let topic = format!("{}/a", common::unique_name("first_phase"));
+    let id = create_monitor(&db, dir.path(), "first-phase", &topic);
+    let broker = Broker::start();
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
+    let labels = [("monitor_id", id.as_str()), ("phase", "training")];
+    wait_for(
+        Duration::from_secs(30),
+        "radar_detector_phase{phase=\"training\"} 1 before any observation",
+        || (sample(&worker.metrics(), "radar_detector_phase", &labels) == Some(1.0)).then_some(()),
+    );
+}

@@ -1,0 +1,70 @@
+//! `/readyz` follows the broker: not ready (503, naming the monitor) while
+//! it is down, ready again once the worker has reconnected.
+
+mod telemetry_common;
+
+use std::time::Duration;
+
+use telemetry_common::{Broker, Worker, common, create_monitor, wait_for};
+
+#[tokio::test]
+async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect() {
+    let db = common::migrated_database("telemetry_readyz").await;
+    let dir = tempfile::tempdir().unwrap();
+    let topic = format!("{}/a", common::unique_name("readyz"));
+    let id = create_monitor(&db, dir.path(), "ready-probe", &topic);
+    let mut broker = Broker::start();
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
+
+    let body = wait_for(Duration::from_secs(30), "/readyz answers 200", || {
+        worker
+            .get("/readyz")
+            .filter(|(c, _)| *c == 200)
+            .map(|(_, b)| b)
+    });
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["ready"], true, "{body}");
+    assert_eq!(json["monitors"], 1, "{body}");
+
+    broker.kill();
+    let body = wait_for(Duration::from_secs(30), "/readyz answers 503", || {
+        worker
+            .get("/readyz")
+            .filter(|(c, _)| *c == 503)
+            .map(|(_, b)| b)
+    });
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["ready"], false, "{body}");
+    let not_ready = json["not_ready"].as_array().expect("not_ready list");
+    assert_eq!(not_ready.len(), 1, "{body}");
+    assert_eq!(not_ready[0]["monitor_id"], id.as_str(), "{body}");
+    assert_eq!(not_ready[0]["monitor_name"], "ready-probe", "{body}");
+    assert_eq!(not_ready[0]["connected"], false, "{body}");
+    // Liveness is not readiness: the process still answers.
+    assert_eq!(worker.get("/healthz").map(|(c, _)| c), Some(200));
+
+    broker.restart();
+    let body = wait_for(
+        Duration::from_secs(30),
+        "/readyz answers 200 after reconnect",
+        || {
+            worker
+                .get("/readyz")
+                .filter(|(c, _)| *c == 200)
+                .map(|(_, b)| b)
+        },
+    );
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["ready"], true, "{body}");
+    assert!(
+        json["not_ready"].as_array().is_some_and(Vec::is_empty),
+        "{body}"
+    );
+    let text = worker.metrics();
+    let me = [("monitor_id", id.as_str())];
+    assert!(
+        telemetry_common::sample(&text, "radar_mqtt_reconnect_attempts_total", &me)
+            .is_some_and(|n| n >= 1.0),
+        "the reconnect is counted:\n{text}"
+    );
+}
