@@ -9,9 +9,6 @@ use std::time::Duration;
 use telemetry_common::{Broker, Worker, common, create_monitor, sample, wait_for};
 
 #[tokio::test]
-#[ignore = "runtime bug: ModelActor's tick suspends an idle monitor once \
-            CheckpointPolicy::stalled (time since the last commit > \
-            RADAR_CHECKPOINT_TIMEOUT_SECONDS) holds, with no commit pending"]
 async fn an_idle_monitor_is_not_suspended_by_the_checkpoint_timeout() {
     let db = common::migrated_database("telemetry_idle").await;
     let dir = tempfile::tempdir().unwrap();

@@ -129,8 +129,6 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
 /// The startup commit (before subscribing) is a checkpoint commit like the
 /// others and must be counted under its own trigger.
 #[tokio::test]
-#[ignore = "runtime gap: monitor/startup.rs commits the before-subscribing \
-            checkpoint without emitting events::CheckpointCommitted"]
 async fn the_commit_before_subscribing_is_counted_under_its_trigger() {
     let db = common::migrated_database("telemetry_first_commit").await;
     let dir = tempfile::tempdir().unwrap();
@@ -155,8 +153,6 @@ async fn the_commit_before_subscribing_is_counted_under_its_trigger() {
 /// The phase gauge shows where a monitor starts (training for a new one),
 /// not only once the phase first changes.
 #[tokio::test]
-#[ignore = "runtime gap: DetectorPhaseChanged is emitted only on a change \
-            (monitor/model.rs), never for the phase a monitor starts or restores in"]
 async fn the_phase_gauge_shows_training_from_the_start() {
     let db = common::migrated_database("telemetry_first_phase").await;
     let dir = tempfile::tempdir().unwrap();
