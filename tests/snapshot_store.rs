@@ -317,9 +317,10 @@ async fn evidence_in_a_failed_checkpoint_transaction_rolls_back_with_it() {
     blocker.batch_execute("BEGIN").await.unwrap();
     diesel::sql_query(
         "INSERT INTO radar_alarms (service_id, alarm_seq, opened_at, peak_score, writer_signature) \
-         VALUES ($1, 10, now(), 1.0, '\\x00')",
+         VALUES ($1, 10, $2, 1.0, '\\x00')",
     )
     .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+    .bind::<diesel::sql_types::Timestamptz, _>(at(10))
     .execute(&mut blocker)
     .await
     .unwrap();

@@ -36,8 +36,10 @@ CREATE TABLE radar_runtime_checkpoints (
     committed_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Alarms opened by a monitor's alarm rule; `alarm_seq` is the detector's
--- own counter, so the same alarm cannot be inserted twice.
+-- Alarms opened by a monitor's alarm rule. An alarm is identified by the
+-- source time of the frame that opened it, like evidence: after a hard
+-- crash the restored detector counts `alarm_seq` again from its snapshot, so
+-- the counter alone could make a new alarm overwrite a committed one.
 CREATE TABLE radar_alarms (
     service_id uuid NOT NULL REFERENCES services (id) ON DELETE CASCADE,
     alarm_seq bigint NOT NULL,
@@ -47,7 +49,7 @@ CREATE TABLE radar_alarms (
     -- Fencing token of the writer that committed the row.
     writer_signature bytea NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (service_id, alarm_seq)
+    PRIMARY KEY (service_id, opened_at)
 );
 
 -- One row per flagged frame; a frame is identified by its source time, so

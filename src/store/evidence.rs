@@ -14,8 +14,10 @@ use super::schema::{radar_alarms, radar_evidence};
 /// One alarm as the alarm rule reported it; written again when it closes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AlarmRecord {
-    /// The detector's own alarm counter: the row's identity.
+    /// The detector's own alarm counter (restarts from the snapshot after a
+    /// hard crash, so it is not the identity: `opened_at` is).
     pub alarm_seq: u64,
+    /// Source time of the frame that opened it: the row's identity.
     pub opened_at: DateTime<Utc>,
     pub closed_at: Option<DateTime<Utc>>,
     pub peak_score: f64,
@@ -90,8 +92,8 @@ pub(super) async fn insert_results(
     }
     // One statement may not update the same alarm twice; the newest record
     // of an alarm (e.g. its close after its open) is the one that counts.
-    let latest: BTreeMap<u64, &AlarmRecord> =
-        pending.alarms.iter().map(|a| (a.alarm_seq, a)).collect();
+    let latest: BTreeMap<DateTime<Utc>, &AlarmRecord> =
+        pending.alarms.iter().map(|a| (a.opened_at, a)).collect();
     let alarms: Vec<&AlarmRecord> = latest.into_values().collect();
     for chunk in alarms.chunks(ROWS_PER_STATEMENT) {
         let rows: Vec<_> = chunk
@@ -109,7 +111,7 @@ pub(super) async fn insert_results(
             .collect();
         diesel::insert_into(radar_alarms::table)
             .values(rows)
-            .on_conflict((radar_alarms::service_id, radar_alarms::alarm_seq))
+            .on_conflict((radar_alarms::service_id, radar_alarms::opened_at))
             .do_update()
             .set((
                 radar_alarms::closed_at.eq(excluded(radar_alarms::closed_at)),

@@ -32,7 +32,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    radar_alarms (service_id, alarm_seq) {
+    radar_alarms (service_id, opened_at) {
         service_id -> Uuid,
         alarm_seq -> Int8,
         opened_at -> Timestamptz,

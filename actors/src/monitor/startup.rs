@@ -309,9 +309,7 @@ async fn first_commit(
     match loaded {
         None => match store.claim(sealed).await {
             Ok(Claim::Won(writer)) => Ok(writer),
-            Ok(Claim::Lost(lost)) => Err(ExitReason::OwnershipLost {
-                detail: lost.to_string(),
-            }),
+            Ok(Claim::Lost(lost)) => Err(superseded_while_starting(&lost)),
             Err(e) => Err(ExitReason::Failed {
                 error: format!("the first checkpoint of monitor {id} failed: {e}"),
             }),
@@ -322,9 +320,7 @@ async fn first_commit(
             .await
         {
             WriteOutcome::Committed(writer) => Ok(writer),
-            WriteOutcome::OwnershipLost(lost) => Err(ExitReason::OwnershipLost {
-                detail: lost.to_string(),
-            }),
+            WriteOutcome::OwnershipLost(lost) => Err(superseded_while_starting(&lost)),
             WriteOutcome::Failed { error, .. } => Err(ExitReason::Failed {
                 error: format!(
                     "the checkpoint before subscribing of monitor {id} failed: {e}",
@@ -332,5 +328,19 @@ async fn first_commit(
                 ),
             }),
         },
+    }
+}
+
+/// Another worker committed between this worker's load and its first
+/// commit. Nothing was computed or written here yet, so this is not a
+/// terminal ownership loss: the monitor starts again from the newer
+/// snapshot after the restart backoff (in a rolling update the newcomer
+/// must end up owning the monitor, not nobody).
+fn superseded_while_starting(lost: &radar::store::OwnershipLost) -> ExitReason {
+    ExitReason::Failed {
+        error: format!(
+            "another worker committed a newer snapshot while this one was starting \
+             ({lost}); starting again from that snapshot"
+        ),
     }
 }

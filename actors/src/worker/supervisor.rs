@@ -253,7 +253,7 @@ impl Handler<MonitorExited> for Supervisor {
                 None
             }
         };
-        if self.only == Some(msg.id) && !self.shutting_down {
+        if self.only == Some(msg.id) && !self.shutting_down && msg.reason.is_terminal() {
             self.end(WorkerOutcome::MonitorFailed(msg.reason.clone()));
         }
         self.exited.insert(
