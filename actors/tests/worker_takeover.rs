@@ -1,0 +1,107 @@
+//! Two `radar worker` processes on one monitor: the second takes over from
+//! the first's last committed snapshot, the first observes the ownership
+//! loss and stops, and none of its writes lands after the second's first
+//! commit (an audit trigger orders every write to the result tables).
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod worker_common;
+
+use std::{collections::HashSet, time::Duration};
+
+use worker_common::*;
+
+const START: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_worker_takes_over_and_the_first_stops_writing() {
+    let h = Harness::new("worker_takeover").await;
+    let mut conn = h.connect().await;
+    install_write_audit(&mut conn).await;
+    let (id, prefix) = h.create_monitor("takeover");
+    let mut first = h.spawn_worker("w-first", &[], &[]);
+    h.wait_status(id, START, "the first worker runs the monitor", |s| state(s) == "running").await;
+
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 60).await;
+    publisher.shift = 50.0;
+    publisher.frames(&prefix, 8).await;
+    publisher.shift = 0.0;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "the first worker processed 68 frames", |s| processed(s) == 68).await;
+    wait_snapshot(&mut conn, id, START, "68 frames committed", |r| r.processed_count == 68).await;
+    let before = audit(&mut conn).await;
+    assert!(
+        before.iter().any(|a| a.tbl == "radar_evidence"),
+        "the shifted frames produced evidence written by the first worker: {before:#?}"
+    );
+
+    // The second worker starts while the first runs (and stays subscribed).
+    let second = h.spawn_worker("w-second", &[], &[]);
+    let deadline = std::time::Instant::now() + START;
+    let takeover = loop {
+        let rows = audit(&mut conn).await;
+        if let Some(row) = rows.iter().find(|a| a.writer_id.as_deref() == Some("w-second")) {
+            break row.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "the second worker never committed; log:\n{}", second.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        takeover.processed_count,
+        Some(68),
+        "the second worker continues from the first's last committed state"
+    );
+
+    // Both receive these; only the second may store anything about them.
+    publisher.frames(&prefix, 20).await;
+    publisher.shift = 50.0;
+    publisher.frames(&prefix, 8).await;
+    publisher.shift = 0.0;
+    publisher.frames(&prefix, 12).await;
+    publisher.flush(START).await;
+
+    first.wait_log("Monitor ended for good in this process", START).await;
+    let log = first.log();
+    assert!(log.contains("ownership") || log.contains("Ownership"), "{log}");
+    let status = h
+        .wait_status(id, START, "the second worker processed every frame", |s| {
+            s["worker_id"] == "w-second" && processed(s) == 108 && state(s) == "running"
+        })
+        .await;
+    assert_eq!(status["recovery"]["restored_processed_count"].as_u64(), Some(68), "{status:#}");
+    wait_snapshot(&mut conn, id, START, "108 frames committed by the second", |r| {
+        r.processed_count == 108 && r.writer_id == "w-second"
+    })
+    .await;
+
+    let rows = audit(&mut conn).await;
+    let by = |w: &str| -> HashSet<Vec<u8>> {
+        rows.iter()
+            .filter(|a| a.tbl == "checkpoint" && a.writer_id.as_deref() == Some(w))
+            .map(|a| a.signature.clone())
+            .collect()
+    };
+    let (firsts, seconds) = (by("w-first"), by("w-second"));
+    for row in rows.iter().filter(|a| a.seq > takeover.seq) {
+        match row.tbl.as_str() {
+            "checkpoint" => assert_eq!(row.writer_id.as_deref(), Some("w-second"), "{row:?}"),
+            _ => assert!(
+                seconds.contains(&row.signature) && !firsts.contains(&row.signature),
+                "a result row after the takeover carries another writer's token: {row:?}"
+            ),
+        }
+    }
+    assert!(
+        rows.iter().any(|a| a.seq > takeover.seq && a.tbl == "radar_evidence"),
+        "the second worker wrote evidence for the shifted frames: {rows:#?}"
+    );
+    assert!(rows.iter().filter(|a| a.seq <= takeover.seq).all(|a| a.at <= takeover.at));
+    assert!(first.running(), "the first process keeps running without the monitor");
+    eprintln!(
+        "takeover: {} audited writes, {} by the first worker's tokens, {} by the second's",
+        rows.len(),
+        rows.iter().filter(|a| firsts.contains(&a.signature)).count(),
+        rows.iter().filter(|a| seconds.contains(&a.signature)).count()
+    );
+}
