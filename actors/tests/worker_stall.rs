@@ -106,3 +106,41 @@ async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
         "input during the stall is drained and counted: {inspection:#}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_checkpoints_cannot_commit_stops_within_a_bound_and_keeps_the_committed_snapshot() {
+    let h = Harness::new("worker_stall_term").await;
+    let (id, prefix) = h.create_monitor("stall-term");
+    let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
+    let mut worker = h.spawn_worker("w-stall-term", &env, &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running").await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 50).await;
+    publisher.flush(START).await;
+    let mut conn = h.connect().await;
+    wait_snapshot(&mut conn, id, START, "50 frames committed", |r| r.processed_count == 50).await;
+
+    let mut blocker = h.connect().await;
+    diesel::sql_query("BEGIN").execute(&mut blocker).await.unwrap();
+    diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
+        .bind::<SqlUuid, _>(id)
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    publisher.frames(&prefix, 5).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "55 frames processed", |s| processed(s) == 55).await;
+
+    let stop = Instant::now();
+    worker.signal("TERM");
+    // The bound: checkpoint timeout plus the worker's stop grace (15 s).
+    let status = worker.wait_exit(Duration::from_secs(3 + 15 + 5)).await;
+    let took = stop.elapsed();
+    eprintln!("stop with a locked row took {took:?}, exit {status:?}");
+    diesel::sql_query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    let row = snapshot_row(&mut conn, id).await.expect("snapshot");
+    assert_eq!(row.processed_count, 50, "the committed snapshot is intact");
+    let (inspection, code) = h.inspect(id);
+    assert_eq!(code, Some(0), "{inspection:#}");
+    eprintln!("log tail:\n{}", worker.log().lines().rev().take(12).collect::<Vec<_>>().join("\n"));
+}
