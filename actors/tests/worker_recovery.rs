@@ -197,3 +197,113 @@ async fn a_corrupted_snapshot_fails_only_its_monitor_and_a_single_monitor_worker
     assert!(!status.success(), "--monitor with a corrupted snapshot must fail; log:\n{}", single.log());
     eprintln!("--monitor exit: {status:?}; reason: {reason}");
 }
+
+#[derive(Debug, diesel::QueryableByName)]
+#[allow(dead_code)] // Read through Debug in failure messages.
+struct AlarmRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    alarm_seq: i64,
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    opened_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Debug, diesel::QueryableByName)]
+struct EvidenceRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    frame_seq: i64,
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    frame_ts: chrono::DateTime<chrono::Utc>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    alarm_seq: Option<i64>,
+}
+
+/// Evidence and alarms flush in batches between checkpoints, so after a
+/// kill the database may hold results of frames the restored snapshot never
+/// saw. The restored detector then numbers new frames and alarms from the
+/// snapshot's counters again: this checks that results of the rolled-back
+/// stretch and of the new one are not mixed under the same numbers.
+///
+/// Fails today (a reproduction for the lead): the second episode's
+/// evidence reuses frame_seq values of the first, and both episodes land in
+/// one `radar_alarms` row (alarm_seq 1) whose opened_at is the first
+/// episode's while closed_at and peak_score are overwritten by the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "runtime bug: results flushed after the last snapshot are renumbered after a restore"]
+async fn results_flushed_after_the_last_snapshot_are_not_renumbered_after_a_kill() {
+    let h = Harness::new("worker_kill_results").await;
+    let (id, prefix) = h.create_monitor("kill-results");
+    let env = [
+        ("RADAR_CHECKPOINT_INTERVAL", "100000"),
+        ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "3600"),
+    ];
+    let mut worker = h.spawn_worker("w-results-1", &env, &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running").await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, WARMUP_FRAMES as usize).await;
+    publisher.shift = 50.0;
+    let first_episode = publisher.frames(&prefix, 6).await;
+    publisher.shift = 0.0;
+    publisher.flush(START).await;
+    let mut conn = h.connect().await;
+    let deadline = Instant::now() + START;
+    loop {
+        let alarms: Vec<AlarmRow> = diesel::sql_query("SELECT alarm_seq, opened_at FROM radar_alarms")
+            .load(&mut conn)
+            .await
+            .unwrap();
+        if !alarms.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no alarm was flushed; log:\n{}", worker.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let snapshot = snapshot_row(&mut conn, id).await.unwrap();
+    assert!(
+        (snapshot.processed_count as u64) < WARMUP_FRAMES + 6,
+        "the alarm must be newer than the snapshot for this test: {snapshot:?}"
+    );
+    worker.kill9();
+
+    let _worker = h.spawn_worker("w-results-2", &env, &[]);
+    h.wait_status(id, START, "the restarted monitor runs", |s| {
+        state(s) == "running" && s["worker_id"] == "w-results-2"
+    })
+    .await;
+    publisher.frames(&prefix, 3).await;
+    publisher.shift = 50.0;
+    let second_episode = publisher.frames(&prefix, 6).await;
+    publisher.shift = 0.0;
+    publisher.flush(START).await;
+    let deadline = Instant::now() + START;
+    let evidence = loop {
+        let evidence: Vec<EvidenceRow> =
+            diesel::sql_query("SELECT frame_seq, frame_ts, alarm_seq FROM radar_evidence ORDER BY frame_ts")
+                .load(&mut conn)
+                .await
+                .unwrap();
+        let newest = chrono::DateTime::from_timestamp_millis(second_episode[5]).unwrap();
+        if evidence.iter().any(|e| e.frame_ts == newest) {
+            break evidence;
+        }
+        assert!(Instant::now() < deadline, "the second episode's evidence never landed: {evidence:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let alarms: Vec<AlarmRow> = diesel::sql_query("SELECT alarm_seq, opened_at FROM radar_alarms ORDER BY alarm_seq")
+        .load(&mut conn)
+        .await
+        .unwrap();
+    eprintln!("alarms: {alarms:#?}\nevidence: {evidence:#?}\nfirst episode {first_episode:?}\nsecond {second_episode:?}");
+    let mut seqs: Vec<i64> = evidence.iter().map(|e| e.frame_seq).collect();
+    seqs.sort_unstable();
+    let before = seqs.len();
+    seqs.dedup();
+    assert_eq!(seqs.len(), before, "two different frames stored under one frame_seq: {evidence:#?}");
+    let episodes = [first_episode[0], second_episode[0]];
+    assert!(
+        alarms.len() >= 2,
+        "two alarm episodes (first opened near {:?}, second near {:?}) are stored as {} alarm row(s): {alarms:#?}",
+        episodes[0],
+        episodes[1],
+        alarms.len()
+    );
+}
