@@ -60,10 +60,16 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
         committed.processed_count as u64,
         "the processed count starts at the committed one, not zero: {restored:#}"
     );
+    let rollback = restored["coverage"]["gaps"]
+        .as_array()
+        .and_then(|gaps| gaps.iter().find(|g| g["cause"] == "restart_rollback"))
+        .unwrap_or_else(|| panic!("the restart gap is reported: {:#}", restored["coverage"]));
+    let from: chrono::DateTime<chrono::Utc> =
+        rollback["from"].as_str().and_then(|s| s.parse().ok()).expect("gap start");
     assert!(
-        gaps(&restored["coverage"]).iter().any(|(cause, _)| cause == "restart_rollback"),
-        "the restart gap is reported: {:#}",
-        restored["coverage"]
+        (from - committed.saved_at).num_milliseconds().abs() <= 1,
+        "the gap starts when the restored snapshot was saved ({}): {rollback:#}",
+        committed.saved_at
     );
 
     // Re-deliveries of frames the snapshot already covers are stale.
@@ -136,6 +142,7 @@ async fn sigterm_commits_a_last_snapshot_holding_every_processed_frame() {
     let status = h.status_of(id);
     assert_eq!(processed(&status), N, "{status:#}");
     assert_eq!(status["connected"], false, "{status:#}");
+    assert_eq!(state(&status), "stopped", "{status:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,3 +144,44 @@ async fn sigterm_while_checkpoints_cannot_commit_stops_within_a_bound_and_keeps_
     assert_eq!(code, Some(0), "{inspection:#}");
     eprintln!("log tail:\n{}", worker.log().lines().rev().take(12).collect::<Vec<_>>().join("\n"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_monitor_is_not_reported_as_checkpoint_stalled() {
+    let h = Harness::new("worker_idle").await;
+    let (id, prefix) = h.create_monitor("idle");
+    let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
+    let worker = h.spawn_worker("w-idle", &env, &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running").await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 45).await;
+    publisher.flush(START).await;
+    let mut conn = h.connect().await;
+    let committed = wait_snapshot(&mut conn, id, START, "45 frames committed", |r| r.processed_count == 45).await;
+
+    // No data for well over the checkpoint timeout: nothing needs a
+    // checkpoint, so nothing is stalled.
+    let quiet_until = committed.committed_at + chrono::TimeDelta::seconds(8);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + START;
+    loop {
+        let row = h.status_of(id);
+        seen.push(state(&row).to_string());
+        let beat: Option<chrono::DateTime<chrono::Utc>> =
+            row["heartbeat_at"].as_str().and_then(|s| s.parse().ok());
+        if beat.is_some_and(|b| b > quiet_until) {
+            let stalls: Vec<_> = gaps(&row["coverage"]).into_iter().filter(|(c, _)| c == "checkpoint_stall").collect();
+            assert!(
+                !seen.iter().any(|s| s == "checkpoint_stalled") && stalls.is_empty(),
+                "an idle monitor was reported stalled: states {seen:?}, stall gaps {stalls:?}; log:\n{}",
+                worker.log()
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "no heartbeat after the quiet period");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The first frame after the quiet period is processed, not dropped.
+    publisher.frames(&prefix, 1).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "the next frame is processed", |s| processed(s) == 46).await;
+}

@@ -169,3 +169,32 @@ async fn a_second_worker_started_while_the_first_keeps_committing_takes_over() {
         "the second continues from the first's last commit: {last_first:?} then {takeover:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_monitor_worker_exits_non_zero_when_another_worker_takes_its_monitor() {
+    let h = Harness::new("worker_takeover_single").await;
+    let (id, prefix) = h.create_monitor("takeover-single");
+    let monitor = id.to_string();
+    let mut first = h.spawn_worker("w-only-1", &[], &["--monitor", &monitor]);
+    h.wait_status(id, START, "the first worker runs the monitor", |s| state(s) == "running").await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 25).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "25 frames processed", |s| processed(s) == 25).await;
+    let mut conn = h.connect().await;
+    wait_snapshot(&mut conn, id, START, "25 frames committed", |r| r.processed_count == 25).await;
+
+    let mut second = h.spawn_worker("w-only-2", &[], &["--monitor", &monitor]);
+    let status = first.wait_exit(START).await;
+    assert!(!status.success(), "the first must exit non-zero after losing ownership; log:\n{}", first.log());
+    eprintln!("first worker exit after ownership loss: {status:?}");
+    let running = h
+        .wait_status(id, START, "the second worker runs the monitor", |s| {
+            state(s) == "running" && s["worker_id"] == "w-only-2"
+        })
+        .await;
+    assert_eq!(running["recovery"]["restored_processed_count"].as_u64(), Some(25));
+    assert!(second.running());
+    second.signal("TERM");
+    assert!(second.wait_exit(START).await.success(), "{}", second.log());
+}
