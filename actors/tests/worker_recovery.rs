@@ -18,20 +18,27 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
     let h = Harness::new("worker_kill9").await;
     let (id, prefix) = h.create_monitor("kill9");
     let mut worker = h.spawn_worker("w-kill-1", &[], &[]);
-    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running").await;
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
 
     let mut publisher = Publisher::connect(h.broker.port).await;
     let first = publisher.frames(&prefix, 60).await;
     publisher.flush(START).await;
-    h.wait_status(id, START, "60 frames are processed", |s| processed(s) == 60).await;
+    h.wait_status(id, START, "60 frames are processed", |s| processed(s) == 60)
+        .await;
     let mut conn = h.connect().await;
-    wait_snapshot(&mut conn, id, START, "a snapshot with 60 frames", |r| r.processed_count == 60).await;
+    wait_snapshot(&mut conn, id, START, "a snapshot with 60 frames", |r| {
+        r.processed_count == 60
+    })
+    .await;
 
     // Kill mid-stream: frames are still arriving.
     let streaming = publisher.frames(&prefix, 30).await;
     publisher.flush(START).await;
     worker.kill9();
-    let committed = snapshot_row(&mut conn, id).await.expect("a committed snapshot");
+    let committed = snapshot_row(&mut conn, id)
+        .await
+        .expect("a committed snapshot");
     assert!(committed.processed_count >= 60, "{committed:?}");
     eprintln!(
         "killed with {} frames committed of {} published",
@@ -41,7 +48,9 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
 
     // A retained message with an old source time: the broker delivers it
     // when the restarted monitor subscribes, and it must be rejected as stale.
-    publisher.raw(&format!("{prefix}/a"), first[0], 1.0, true).await;
+    publisher
+        .raw(&format!("{prefix}/a"), first[0], 1.0, true)
+        .await;
     publisher.flush(START).await;
 
     let _worker = h.spawn_worker("w-kill-2", &[], &[]);
@@ -64,8 +73,10 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
         .as_array()
         .and_then(|gaps| gaps.iter().find(|g| g["cause"] == "restart_rollback"))
         .unwrap_or_else(|| panic!("the restart gap is reported: {:#}", restored["coverage"]));
-    let from: chrono::DateTime<chrono::Utc> =
-        rollback["from"].as_str().and_then(|s| s.parse().ok()).expect("gap start");
+    let from: chrono::DateTime<chrono::Utc> = rollback["from"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("gap start");
     assert!(
         (from - committed.saved_at).num_milliseconds().abs() <= 1,
         "the gap starts when the restored snapshot was saved ({}): {rollback:#}",
@@ -76,17 +87,28 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
     let redelivered = [first[0], first[30], first[59]];
     for ts in redelivered {
         for reading in ["a", "b"] {
-            publisher.raw(&format!("{prefix}/{reading}"), ts, 5.0, false).await;
+            publisher
+                .raw(&format!("{prefix}/{reading}"), ts, 5.0, false)
+                .await;
         }
     }
     publisher.frames(&prefix, 10).await;
     publisher.flush(START).await;
     let expected = committed.processed_count as u64 + 10;
-    h.wait_status(id, START, "10 new frames on top of the restored count", |s| processed(s) == expected)
-        .await;
-    let row = wait_snapshot(&mut conn, id, START, "a snapshot after the new frames", |r| {
-        r.processed_count as u64 == expected
-    })
+    h.wait_status(
+        id,
+        START,
+        "10 new frames on top of the restored count",
+        |s| processed(s) == expected,
+    )
+    .await;
+    let row = wait_snapshot(
+        &mut conn,
+        id,
+        START,
+        "a snapshot after the new frames",
+        |r| r.processed_count as u64 == expected,
+    )
     .await;
     assert_eq!(row.writer_id, "w-kill-2");
     let (inspection, code) = h.inspect(id);
@@ -99,7 +121,9 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
         "stale redeliveries are rejected and counted: {inspection:#}"
     );
     assert!(
-        gaps(&inspection["coverage"]).iter().any(|(cause, _)| cause == "restart_rollback"),
+        gaps(&inspection["coverage"])
+            .iter()
+            .any(|(cause, _)| cause == "restart_rollback"),
         "{inspection:#}"
     );
 }
@@ -115,12 +139,14 @@ async fn sigterm_commits_a_last_snapshot_holding_every_processed_frame() {
         ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "3600"),
     ];
     let mut worker = h.spawn_worker("w-term", &env, &[]);
-    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running").await;
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
     let mut publisher = Publisher::connect(h.broker.port).await;
     const N: u64 = 57;
     publisher.frames(&prefix, N as usize).await;
     publisher.flush(START).await;
-    h.wait_status(id, START, "every frame is processed", |s| processed(s) == N).await;
+    h.wait_status(id, START, "every frame is processed", |s| processed(s) == N)
+        .await;
     let mut conn = h.connect().await;
     let before = snapshot_row(&mut conn, id).await.expect("snapshot");
     assert!(
@@ -134,7 +160,12 @@ async fn sigterm_commits_a_last_snapshot_holding_every_processed_frame() {
     eprintln!("graceful stop took {:?}", stop.elapsed());
     assert!(status.success(), "exit {status:?}; log:\n{}", worker.log());
     let row = snapshot_row(&mut conn, id).await.expect("snapshot");
-    assert_eq!(row.processed_count as u64, N, "{row:?}; log:\n{}", worker.log());
+    assert_eq!(
+        row.processed_count as u64,
+        N,
+        "{row:?}; log:\n{}",
+        worker.log()
+    );
     assert!(row.committed_at > before.committed_at);
     let (inspection, code) = h.inspect(id);
     assert_eq!(code, Some(0), "{inspection:#}");
@@ -152,17 +183,23 @@ async fn a_corrupted_snapshot_fails_only_its_monitor_and_a_single_monitor_worker
     let (good, good_prefix) = h.create_monitor("healthy");
     let mut worker = h.spawn_worker("w-corrupt-1", &[], &[]);
     for id in [bad, good] {
-        h.wait_status(id, START, "both monitors run", |s| state(s) == "running").await;
+        h.wait_status(id, START, "both monitors run", |s| state(s) == "running")
+            .await;
     }
     let mut publisher = Publisher::connect(h.broker.port).await;
     publisher.frames(&bad_prefix, 5).await;
     publisher.frames(&good_prefix, 5).await;
     publisher.flush(START).await;
     for id in [bad, good] {
-        h.wait_status(id, START, "5 frames processed", |s| processed(s) == 5).await;
+        h.wait_status(id, START, "5 frames processed", |s| processed(s) == 5)
+            .await;
     }
     worker.signal("TERM");
-    assert!(worker.wait_exit(Duration::from_secs(30)).await.success(), "{}", worker.log());
+    assert!(
+        worker.wait_exit(Duration::from_secs(30)).await.success(),
+        "{}",
+        worker.log()
+    );
 
     let mut conn = h.connect().await;
     diesel::sql_query(
@@ -178,9 +215,12 @@ async fn a_corrupted_snapshot_fails_only_its_monitor_and_a_single_monitor_worker
 
     let mut worker = h.spawn_worker("w-corrupt-2", &[], &[]);
     let failed = h
-        .wait_status(bad, START, "the corrupted monitor reports startup_failed", |s| {
-            state(s) == "startup_failed"
-        })
+        .wait_status(
+            bad,
+            START,
+            "the corrupted monitor reports startup_failed",
+            |s| state(s) == "startup_failed",
+        )
         .await;
     let reason = failed["last_error"].as_str().unwrap_or("");
     assert!(!reason.is_empty(), "the reason is persisted: {failed:#}");
@@ -189,19 +229,36 @@ async fn a_corrupted_snapshot_fails_only_its_monitor_and_a_single_monitor_worker
             state(s) == "running" && s["worker_id"] == "w-corrupt-2"
         })
         .await;
-    assert_eq!(healthy["recovery"]["restored_processed_count"].as_u64(), Some(5));
+    assert_eq!(
+        healthy["recovery"]["restored_processed_count"].as_u64(),
+        Some(5)
+    );
     publisher.frames(&good_prefix, 3).await;
     publisher.flush(START).await;
-    h.wait_status(good, START, "the other monitor keeps processing", |s| processed(s) == 8).await;
-    assert!(worker.running(), "one bad snapshot must not stop the worker");
+    h.wait_status(good, START, "the other monitor keeps processing", |s| {
+        processed(s) == 8
+    })
+    .await;
+    assert!(
+        worker.running(),
+        "one bad snapshot must not stop the worker"
+    );
     let again = h.status_of(bad);
     assert_eq!(state(&again), "startup_failed", "not restarted: {again:#}");
     worker.signal("TERM");
-    assert!(worker.wait_exit(Duration::from_secs(30)).await.success(), "{}", worker.log());
+    assert!(
+        worker.wait_exit(Duration::from_secs(30)).await.success(),
+        "{}",
+        worker.log()
+    );
 
     let mut single = h.spawn_worker("w-corrupt-3", &[], &["--monitor", &bad.to_string()]);
     let status = single.wait_exit(START).await;
-    assert!(!status.success(), "--monitor with a corrupted snapshot must fail; log:\n{}", single.log());
+    assert!(
+        !status.success(),
+        "--monitor with a corrupted snapshot must fail; log:\n{}",
+        single.log()
+    );
     eprintln!("--monitor exit: {status:?}; reason: {reason}");
 }
 
@@ -215,6 +272,7 @@ struct AlarmRow {
 }
 
 #[derive(Debug, diesel::QueryableByName)]
+#[allow(dead_code)] // alarm_seq is read through Debug in failure messages.
 struct EvidenceRow {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     frame_seq: i64,
@@ -244,7 +302,8 @@ async fn results_flushed_after_the_last_snapshot_are_not_renumbered_after_a_kill
         ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "3600"),
     ];
     let mut worker = h.spawn_worker("w-results-1", &env, &[]);
-    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running").await;
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
     let mut publisher = Publisher::connect(h.broker.port).await;
     publisher.frames(&prefix, WARMUP_FRAMES as usize).await;
     publisher.shift = 50.0;
@@ -254,14 +313,19 @@ async fn results_flushed_after_the_last_snapshot_are_not_renumbered_after_a_kill
     let mut conn = h.connect().await;
     let deadline = Instant::now() + START;
     loop {
-        let alarms: Vec<AlarmRow> = diesel::sql_query("SELECT alarm_seq, opened_at FROM radar_alarms")
-            .load(&mut conn)
-            .await
-            .unwrap();
+        let alarms: Vec<AlarmRow> =
+            diesel::sql_query("SELECT alarm_seq, opened_at FROM radar_alarms")
+                .load(&mut conn)
+                .await
+                .unwrap();
         if !alarms.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "no alarm was flushed; log:\n{}", worker.log());
+        assert!(
+            Instant::now() < deadline,
+            "no alarm was flushed; log:\n{}",
+            worker.log()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let snapshot = snapshot_row(&mut conn, id).await.unwrap();
@@ -283,28 +347,39 @@ async fn results_flushed_after_the_last_snapshot_are_not_renumbered_after_a_kill
     publisher.flush(START).await;
     let deadline = Instant::now() + START;
     let evidence = loop {
-        let evidence: Vec<EvidenceRow> =
-            diesel::sql_query("SELECT frame_seq, frame_ts, alarm_seq FROM radar_evidence ORDER BY frame_ts")
-                .load(&mut conn)
-                .await
-                .unwrap();
+        let evidence: Vec<EvidenceRow> = diesel::sql_query(
+            "SELECT frame_seq, frame_ts, alarm_seq FROM radar_evidence ORDER BY frame_ts",
+        )
+        .load(&mut conn)
+        .await
+        .unwrap();
         let newest = chrono::DateTime::from_timestamp_millis(second_episode[5]).unwrap();
         if evidence.iter().any(|e| e.frame_ts == newest) {
             break evidence;
         }
-        assert!(Instant::now() < deadline, "the second episode's evidence never landed: {evidence:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "the second episode's evidence never landed: {evidence:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let alarms: Vec<AlarmRow> = diesel::sql_query("SELECT alarm_seq, opened_at FROM radar_alarms ORDER BY alarm_seq")
-        .load(&mut conn)
-        .await
-        .unwrap();
-    eprintln!("alarms: {alarms:#?}\nevidence: {evidence:#?}\nfirst episode {first_episode:?}\nsecond {second_episode:?}");
+    let alarms: Vec<AlarmRow> =
+        diesel::sql_query("SELECT alarm_seq, opened_at FROM radar_alarms ORDER BY alarm_seq")
+            .load(&mut conn)
+            .await
+            .unwrap();
+    eprintln!(
+        "alarms: {alarms:#?}\nevidence: {evidence:#?}\nfirst episode {first_episode:?}\nsecond {second_episode:?}"
+    );
     let mut seqs: Vec<i64> = evidence.iter().map(|e| e.frame_seq).collect();
     seqs.sort_unstable();
     let before = seqs.len();
     seqs.dedup();
-    assert_eq!(seqs.len(), before, "two different frames stored under one frame_seq: {evidence:#?}");
+    assert_eq!(
+        seqs.len(),
+        before,
+        "two different frames stored under one frame_seq: {evidence:#?}"
+    );
     let episodes = [first_episode[0], second_episode[0]];
     assert!(
         alarms.len() >= 2,

@@ -24,7 +24,7 @@ async fn two_hundred_monitors_in_one_process_all_run_and_process_data() {
 
     let deadline = started + Duration::from_secs(240);
     let mut all_running_at = None;
-    let mut last: HashMap<String, (String, u64)> = HashMap::new();
+    let mut last: HashMap<String, (String, u64)>;
     loop {
         // Every monitor gets a frame per round, running or not yet.
         for (_, prefix) in &monitors {
@@ -34,11 +34,19 @@ async fn two_hundred_monitors_in_one_process_all_run_and_process_data() {
         last = h
             .status()
             .into_iter()
-            .map(|s| (s["monitor_id"].as_str().unwrap_or("").to_string(), (state(&s).to_string(), processed(&s))))
+            .map(|s| {
+                (
+                    s["monitor_id"].as_str().unwrap_or("").to_string(),
+                    (state(&s).to_string(), processed(&s)),
+                )
+            })
             .collect();
         let healthy = monitors
             .iter()
-            .filter(|(id, _)| last.get(&id.to_string()).is_some_and(|(state, n)| state == "running" && *n > 0))
+            .filter(|(id, _)| {
+                last.get(&id.to_string())
+                    .is_some_and(|(state, n)| state == "running" && *n > 0)
+            })
             .count();
         if healthy == MONITORS {
             all_running_at = Some(started.elapsed());
@@ -55,12 +63,19 @@ async fn two_hundred_monitors_in_one_process_all_run_and_process_data() {
         for (state, _) in last.values() {
             *states.entry(state.clone()).or_default() += 1;
         }
-        panic!("not every monitor ran with data in time: {states:?}; log tail:\n{}", tail(&worker.log()));
+        panic!(
+            "not every monitor ran with data in time: {states:?}; log tail:\n{}",
+            tail(&worker.log())
+        );
     };
-    eprintln!("{MONITORS} monitors running with data after {elapsed:?}; worker RSS {} MiB", rss / 1024);
+    eprintln!(
+        "{MONITORS} monitors running with data after {elapsed:?}; worker RSS {} MiB",
+        rss / 1024
+    );
 
     // Still healthy a few heartbeats later, with data still flowing.
-    let processed_then: HashMap<String, u64> = last.iter().map(|(k, (_, n))| (k.clone(), *n)).collect();
+    let processed_then: HashMap<String, u64> =
+        last.iter().map(|(k, (_, n))| (k.clone(), *n)).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         for (_, prefix) in &monitors {
@@ -78,10 +93,16 @@ async fn two_hundred_monitors_in_one_process_all_run_and_process_data() {
         if advanced == MONITORS {
             break;
         }
-        assert!(Instant::now() < deadline, "only {advanced} of {MONITORS} monitors kept running and advancing");
+        assert!(
+            Instant::now() < deadline,
+            "only {advanced} of {MONITORS} monitors kept running and advancing"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    eprintln!("{MONITORS} monitors still running and advancing; RSS {} MiB", worker.rss_kib() / 1024);
+    eprintln!(
+        "{MONITORS} monitors still running and advancing; RSS {} MiB",
+        worker.rss_kib() / 1024
+    );
 }
 
 fn tail(log: &str) -> String {

@@ -20,7 +20,10 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
     install_write_audit(&mut conn).await;
     let (id, prefix) = h.create_monitor("takeover");
     let mut first = h.spawn_worker("w-first", &[], &[]);
-    h.wait_status(id, START, "the first worker runs the monitor", |s| state(s) == "running").await;
+    h.wait_status(id, START, "the first worker runs the monitor", |s| {
+        state(s) == "running"
+    })
+    .await;
 
     let mut publisher = Publisher::connect(h.broker.port).await;
     publisher.frames(&prefix, 60).await;
@@ -28,8 +31,14 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
     publisher.frames(&prefix, 8).await;
     publisher.shift = 0.0;
     publisher.flush(START).await;
-    h.wait_status(id, START, "the first worker processed 68 frames", |s| processed(s) == 68).await;
-    wait_snapshot(&mut conn, id, START, "68 frames committed", |r| r.processed_count == 68).await;
+    h.wait_status(id, START, "the first worker processed 68 frames", |s| {
+        processed(s) == 68
+    })
+    .await;
+    wait_snapshot(&mut conn, id, START, "68 frames committed", |r| {
+        r.processed_count == 68
+    })
+    .await;
     let before = audit(&mut conn).await;
     assert!(
         before.iter().any(|a| a.tbl == "radar_evidence"),
@@ -41,10 +50,17 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
     let deadline = std::time::Instant::now() + START;
     let takeover = loop {
         let rows = audit(&mut conn).await;
-        if let Some(row) = rows.iter().find(|a| a.writer_id.as_deref() == Some("w-second")) {
+        if let Some(row) = rows
+            .iter()
+            .find(|a| a.writer_id.as_deref() == Some("w-second"))
+        {
             break row.clone();
         }
-        assert!(std::time::Instant::now() < deadline, "the second worker never committed; log:\n{}", second.log());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second worker never committed; log:\n{}",
+            second.log()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(
@@ -61,18 +77,31 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
     publisher.frames(&prefix, 12).await;
     publisher.flush(START).await;
 
-    first.wait_log("Monitor ended for good in this process", START).await;
+    first
+        .wait_log("Monitor ended for good in this process", START)
+        .await;
     let log = first.log();
-    assert!(log.contains("ownership") || log.contains("Ownership"), "{log}");
+    assert!(
+        log.contains("ownership") || log.contains("Ownership"),
+        "{log}"
+    );
     let status = h
         .wait_status(id, START, "the second worker processed every frame", |s| {
             s["worker_id"] == "w-second" && processed(s) == 108 && state(s) == "running"
         })
         .await;
-    assert_eq!(status["recovery"]["restored_processed_count"].as_u64(), Some(68), "{status:#}");
-    wait_snapshot(&mut conn, id, START, "108 frames committed by the second", |r| {
-        r.processed_count == 108 && r.writer_id == "w-second"
-    })
+    assert_eq!(
+        status["recovery"]["restored_processed_count"].as_u64(),
+        Some(68),
+        "{status:#}"
+    );
+    wait_snapshot(
+        &mut conn,
+        id,
+        START,
+        "108 frames committed by the second",
+        |r| r.processed_count == 108 && r.writer_id == "w-second",
+    )
     .await;
 
     let rows = audit(&mut conn).await;
@@ -93,16 +122,28 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
         }
     }
     assert!(
-        rows.iter().any(|a| a.seq > takeover.seq && a.tbl == "radar_evidence"),
+        rows.iter()
+            .any(|a| a.seq > takeover.seq && a.tbl == "radar_evidence"),
         "the second worker wrote evidence for the shifted frames: {rows:#?}"
     );
-    assert!(rows.iter().filter(|a| a.seq <= takeover.seq).all(|a| a.at <= takeover.at));
-    assert!(first.running(), "the first process keeps running without the monitor");
+    assert!(
+        rows.iter()
+            .filter(|a| a.seq <= takeover.seq)
+            .all(|a| a.at <= takeover.at)
+    );
+    assert!(
+        first.running(),
+        "the first process keeps running without the monitor"
+    );
     eprintln!(
         "takeover: {} audited writes, {} by the first worker's tokens, {} by the second's",
         rows.len(),
-        rows.iter().filter(|a| firsts.contains(&a.signature)).count(),
-        rows.iter().filter(|a| seconds.contains(&a.signature)).count()
+        rows.iter()
+            .filter(|a| firsts.contains(&a.signature))
+            .count(),
+        rows.iter()
+            .filter(|a| seconds.contains(&a.signature))
+            .count()
     );
 }
 
@@ -132,13 +173,20 @@ async fn a_second_worker_started_while_the_first_keeps_committing_takes_over() {
     let mut conn = h.connect().await;
     install_write_audit(&mut conn).await;
     let (id, prefix) = h.create_monitor("takeover-busy");
-    let mut first = h.spawn_worker("w-first", &[], &[]);
-    h.wait_status(id, START, "the first worker runs the monitor", |s| state(s) == "running").await;
+    let first = h.spawn_worker("w-first", &[], &[]);
+    h.wait_status(id, START, "the first worker runs the monitor", |s| {
+        state(s) == "running"
+    })
+    .await;
     // About 100 frames a second: the first commits every 10 frames.
     let stream = stream_frames(h.broker.port, prefix.clone(), Duration::from_millis(10));
-    wait_snapshot(&mut conn, id, START, "the first worker is past its warm-up", |r| {
-        r.processed_count as u64 > WARMUP_FRAMES + 20
-    })
+    wait_snapshot(
+        &mut conn,
+        id,
+        START,
+        "the first worker is past its warm-up",
+        |r| r.processed_count as u64 > WARMUP_FRAMES + 20,
+    )
     .await;
 
     let second = h.spawn_worker("w-second", &[], &[]);
@@ -160,10 +208,12 @@ async fn a_second_worker_started_while_the_first_keeps_committing_takes_over() {
         .expect("the second worker committed");
     let last_first = rows
         .iter()
-        .filter(|a| a.tbl == "checkpoint" && a.writer_id.as_deref() == Some("w-first"))
-        .last()
+        .rfind(|a| a.tbl == "checkpoint" && a.writer_id.as_deref() == Some("w-first"))
         .expect("the first worker committed");
-    assert!(last_first.seq < takeover.seq, "{last_first:?} after {takeover:?}");
+    assert!(
+        last_first.seq < takeover.seq,
+        "{last_first:?} after {takeover:?}"
+    );
     assert!(
         takeover.processed_count >= last_first.processed_count,
         "the second continues from the first's last commit: {last_first:?} then {takeover:?}"
@@ -176,24 +226,38 @@ async fn a_single_monitor_worker_exits_non_zero_when_another_worker_takes_its_mo
     let (id, prefix) = h.create_monitor("takeover-single");
     let monitor = id.to_string();
     let mut first = h.spawn_worker("w-only-1", &[], &["--monitor", &monitor]);
-    h.wait_status(id, START, "the first worker runs the monitor", |s| state(s) == "running").await;
+    h.wait_status(id, START, "the first worker runs the monitor", |s| {
+        state(s) == "running"
+    })
+    .await;
     let mut publisher = Publisher::connect(h.broker.port).await;
     publisher.frames(&prefix, 25).await;
     publisher.flush(START).await;
-    h.wait_status(id, START, "25 frames processed", |s| processed(s) == 25).await;
+    h.wait_status(id, START, "25 frames processed", |s| processed(s) == 25)
+        .await;
     let mut conn = h.connect().await;
-    wait_snapshot(&mut conn, id, START, "25 frames committed", |r| r.processed_count == 25).await;
+    wait_snapshot(&mut conn, id, START, "25 frames committed", |r| {
+        r.processed_count == 25
+    })
+    .await;
 
     let mut second = h.spawn_worker("w-only-2", &[], &["--monitor", &monitor]);
     let status = first.wait_exit(START).await;
-    assert!(!status.success(), "the first must exit non-zero after losing ownership; log:\n{}", first.log());
+    assert!(
+        !status.success(),
+        "the first must exit non-zero after losing ownership; log:\n{}",
+        first.log()
+    );
     eprintln!("first worker exit after ownership loss: {status:?}");
     let running = h
         .wait_status(id, START, "the second worker runs the monitor", |s| {
             state(s) == "running" && s["worker_id"] == "w-only-2"
         })
         .await;
-    assert_eq!(running["recovery"]["restored_processed_count"].as_u64(), Some(25));
+    assert_eq!(
+        running["recovery"]["restored_processed_count"].as_u64(),
+        Some(25)
+    );
     assert!(second.running());
     second.signal("TERM");
     assert!(second.wait_exit(START).await.success(), "{}", second.log());

@@ -237,12 +237,21 @@ mod tests {
         let started = p.started();
         assert!(!p.stalled(t1 + Duration::from_secs(30)));
         p.failed(started);
-        assert!(p.stalled(t1 + Duration::from_millis(30_001)), "a failing checkpoint still stalls");
+        assert!(
+            p.stalled(t1 + Duration::from_millis(30_001)),
+            "a failing checkpoint still stalls"
+        );
         // The retry commits.
-        assert_eq!(p.due(t1 + Duration::from_secs(31)), Some(Trigger::MaxInterval));
+        assert_eq!(
+            p.due(t1 + Duration::from_secs(31)),
+            Some(Trigger::MaxInterval)
+        );
         p.started();
         p.committed(t1 + Duration::from_secs(40));
-        assert!(!p.stalled(t1 + Duration::from_secs(400)), "everything committed");
+        assert!(
+            !p.stalled(t1 + Duration::from_secs(400)),
+            "everything committed"
+        );
     }
 
     #[test]

@@ -326,7 +326,10 @@ impl CheckpointWriter {
                         )
                         // The column default only applies on insert; each
                         // commit must stamp its own time.
-                        .set((store.row_values(next), rows::committed_at.eq(diesel::dsl::now)))
+                        .set((
+                            store.row_values(next),
+                            rows::committed_at.eq(diesel::dsl::now),
+                        ))
                         .execute(conn)
                         .await?;
                         if updated == 0 {

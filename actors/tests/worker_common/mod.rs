@@ -80,7 +80,9 @@ pub struct Harness {
 impl Harness {
     pub async fn new(tag: &str) -> Self {
         let db = common::migrated_database(tag).await;
-        let broker = Mosquitto::start(100_000).await.expect("start a private mosquitto");
+        let broker = Mosquitto::start(100_000)
+            .await
+            .expect("start a private mosquitto");
         Self {
             db,
             broker,
@@ -115,7 +117,10 @@ impl Harness {
             "monitor create failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let id = String::from_utf8_lossy(&out.stdout).trim().parse().expect("monitor id");
+        let id = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("monitor id");
         (id, prefix)
     }
 
@@ -126,16 +131,25 @@ impl Harness {
         let mut out = Vec::with_capacity(count);
         for i in 0..count {
             let prefix = broker::unique_prefix();
-            let config = radar::config::MonitorConfig::from_toml(&monitor_toml(&format!("m{i:04}"), &prefix))
-                .expect("valid monitor");
-            out.push((services.create(&config).await.expect("create monitor"), prefix));
+            let config = radar::config::MonitorConfig::from_toml(&monitor_toml(
+                &format!("m{i:04}"),
+                &prefix,
+            ))
+            .expect("valid monitor");
+            out.push((
+                services.create(&config).await.expect("create monitor"),
+                prefix,
+            ));
         }
         out
     }
 
     /// Starts `radar worker` with the test's checkpoint settings plus `env`.
     pub fn spawn_worker(&self, worker_id: &str, env: &[(&str, &str)], args: &[&str]) -> Worker {
-        let log = self.dir.path().join(format!("{worker_id}-{}.log", Uuid::new_v4().simple()));
+        let log = self
+            .dir
+            .path()
+            .join(format!("{worker_id}-{}.log", Uuid::new_v4().simple()));
         let file = fs::File::create(&log).expect("worker log");
         let port = broker::free_port().expect("free port");
         let mut cmd = self.command();
@@ -165,7 +179,11 @@ impl Harness {
     /// `radar status --json`.
     pub fn status(&self) -> Vec<Value> {
         let out = self.radar(&["status", "--json"]);
-        assert!(out.status.success(), "radar status failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "radar status failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let rows: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
         rows.as_array().cloned().unwrap_or_default()
     }
@@ -249,7 +267,11 @@ impl Worker {
                 return status;
             }
             if Instant::now() > deadline {
-                panic!("worker {} did not exit within {within:?}; log:\n{}", self.id, self.log());
+                panic!(
+                    "worker {} did not exit within {within:?}; log:\n{}",
+                    self.id,
+                    self.log()
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -272,7 +294,11 @@ impl Worker {
         let deadline = Instant::now() + within;
         while !self.log().contains(text) {
             if Instant::now() > deadline {
-                panic!("worker {} never logged {text:?} within {within:?}; log:\n{}", self.id, self.log());
+                panic!(
+                    "worker {} never logged {text:?} within {within:?}; log:\n{}",
+                    self.id,
+                    self.log()
+                );
             }
             tokio::time::sleep(POLL).await;
         }
@@ -314,7 +340,11 @@ pub struct Publisher {
 
 impl Publisher {
     pub async fn connect(port: u16) -> Self {
-        let mut options = MqttOptions::new(format!("test-frames-{}", Uuid::new_v4().simple()), "127.0.0.1", port);
+        let mut options = MqttOptions::new(
+            format!("test-frames-{}", Uuid::new_v4().simple()),
+            "127.0.0.1",
+            port,
+        );
         options.set_keep_alive(Duration::from_secs(30));
         options.set_inflight(200);
         let (client, mut eventloop) = AsyncClient::new(options, 1000);
@@ -351,7 +381,10 @@ impl Publisher {
 
     /// Noise around a level, deterministic per frame.
     fn value(&mut self, reading: usize) -> f64 {
-        self.seq = self.seq.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407 + reading as u64);
+        self.seq = self
+            .seq
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407 + reading as u64);
         let unit = (self.seq >> 11) as f64 / (1u64 << 53) as f64;
         10.0 * (reading as f64 + 1.0) + unit + if reading == 0 { self.shift } else { 0.0 }
     }
@@ -364,7 +397,8 @@ impl Publisher {
             let ts = self.next_ts();
             for (i, reading) in ["a", "b"].iter().enumerate() {
                 let value = self.value(i);
-                self.raw(&format!("{prefix}/{reading}"), ts, value, false).await;
+                self.raw(&format!("{prefix}/{reading}"), ts, value, false)
+                    .await;
             }
             times.push(ts);
         }
@@ -519,7 +553,11 @@ pub async fn audit(conn: &mut AsyncPgConnection) -> Vec<AuditRow> {
 pub fn counts(value: &Value) -> BTreeMap<String, u64> {
     value
         .as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0))).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -529,7 +567,12 @@ pub fn gaps(coverage: &Value) -> Vec<(String, bool)> {
         .as_array()
         .map(|gaps| {
             gaps.iter()
-                .map(|g| (g["cause"].as_str().unwrap_or("").to_string(), !g["to"].is_null()))
+                .map(|g| {
+                    (
+                        g["cause"].as_str().unwrap_or("").to_string(),
+                        !g["to"].is_null(),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -550,7 +593,11 @@ pub async fn connect_url(url: &str) -> Result<AsyncPgConnection> {
 }
 
 /// Fails with `what` unless `condition` holds within `within`.
-pub async fn wait_until(within: Duration, what: &str, mut condition: impl FnMut() -> bool) -> Result<()> {
+pub async fn wait_until(
+    within: Duration,
+    what: &str,
+    mut condition: impl FnMut() -> bool,
+) -> Result<()> {
     let deadline = Instant::now() + within;
     while !condition() {
         if Instant::now() > deadline {
