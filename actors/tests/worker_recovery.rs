@@ -36,6 +36,7 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
     let streaming = publisher.frames(&prefix, 30).await;
     publisher.flush(START).await;
     worker.kill9();
+    wait_for_no_other_sessions(&mut conn, START).await;
     let committed = snapshot_row(&mut conn, id)
         .await
         .expect("a committed snapshot");
@@ -334,6 +335,7 @@ async fn results_flushed_after_the_last_snapshot_are_not_renumbered_after_a_kill
         "the alarm must be newer than the snapshot for this test: {snapshot:?}"
     );
     worker.kill9();
+    wait_for_no_other_sessions(&mut conn, START).await;
 
     let _worker = h.spawn_worker("w-results-2", &env, &[]);
     h.wait_status(id, START, "the restarted monitor runs", |s| {

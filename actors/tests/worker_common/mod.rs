@@ -484,6 +484,37 @@ pub async fn wait_snapshot(
     }
 }
 
+/// Waits until no other session is connected to the test database: after
+/// a kill, PostgreSQL may still be finishing a commit the dead worker sent,
+/// so the committed state is only final once its sessions are gone.
+pub async fn wait_for_no_other_sessions(conn: &mut AsyncPgConnection, within: Duration) {
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let deadline = Instant::now() + within;
+    loop {
+        let count: Count = diesel::sql_query(
+            "SELECT count(*) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .get_result(conn)
+        .await
+        .expect("read pg_stat_activity");
+        if count.n == 0 {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "{} other sessions still connected after {within:?}",
+                count.n
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Installs triggers that log every write to the snapshot, alarm and
 /// evidence tables with the wall time of the write, so a test can order
 /// the writes of two workers after the fact.
