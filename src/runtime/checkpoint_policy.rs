@@ -54,10 +54,6 @@ pub struct CheckpointPolicy {
     dirty: bool,
     /// A trigger waiting for the next checkpoint to start.
     pending: Option<Trigger>,
-    /// Since when a change has waited for a commit; `None` while everything
-    /// is committed. Only owed changes can stall the model: an idle monitor
-    /// has nothing to commit, however long ago its last commit was.
-    owed_since: Option<Instant>,
 }
 
 impl CheckpointPolicy {
@@ -68,7 +64,6 @@ impl CheckpointPolicy {
             frames_since_commit: 0,
             dirty: false,
             pending: None,
-            owed_since: None,
         }
     }
 
@@ -103,9 +98,6 @@ impl CheckpointPolicy {
     /// The trigger that is due now, if any: a requested one, or the maximum
     /// interval when something changed since the last commit.
     pub fn due(&mut self, now: Instant) -> Option<Trigger> {
-        if self.dirty || self.pending.is_some() {
-            self.owed_since.get_or_insert(now);
-        }
         if let Some(trigger) = self.pending {
             return Some(trigger);
         }
@@ -126,8 +118,6 @@ impl CheckpointPolicy {
     /// The checkpoint committed.
     pub fn committed(&mut self, now: Instant) {
         self.last_commit = now;
-        // Changes made while that checkpoint was in flight are still owed.
-        self.owed_since = (self.dirty || self.pending.is_some()).then_some(now);
     }
 
     /// The checkpoint failed: its trigger stays due so it is retried.
@@ -138,12 +128,10 @@ impl CheckpointPolicy {
         }
     }
 
-    /// True when a change has waited for a commit longer than the timeout
-    /// (checkpoints fail or hang): the model must stop advancing until one
-    /// commits. [`Self::due`] notes when a change starts waiting.
+    /// True when no checkpoint committed for longer than the timeout: the
+    /// model must stop advancing until one does.
     pub fn stalled(&self, now: Instant) -> bool {
-        self.owed_since
-            .is_some_and(|since| now.saturating_duration_since(since) > self.limits.timeout)
+        now.saturating_duration_since(self.last_commit) > self.limits.timeout
     }
 
     /// How long since the last commit.
@@ -216,53 +204,9 @@ mod tests {
     fn the_model_stalls_only_after_the_timeout_without_a_commit() {
         let t0 = Instant::now();
         let mut p = CheckpointPolicy::new(limits(), t0);
-        p.on_frames(1);
-        p.due(t0);
         assert!(!p.stalled(t0 + Duration::from_secs(30)));
         assert!(p.stalled(t0 + Duration::from_millis(30_001)));
         p.committed(t0 + Duration::from_secs(31));
         assert!(!p.stalled(t0 + Duration::from_secs(40)));
-    }
-
-    #[test]
-    fn an_idle_monitor_never_stalls_however_old_its_last_commit() {
-        let t0 = Instant::now();
-        let mut p = CheckpointPolicy::new(limits(), t0);
-        assert_eq!(p.due(t0 + Duration::from_secs(600)), None);
-        assert!(!p.stalled(t0 + Duration::from_secs(600)));
-        // A change after a long quiet spell is owed from when it happened.
-        p.on_frames(1);
-        let t1 = t0 + Duration::from_secs(601);
-        assert_eq!(p.due(t1), Some(Trigger::MaxInterval));
-        let started = p.started();
-        assert!(!p.stalled(t1 + Duration::from_secs(30)));
-        p.failed(started);
-        assert!(
-            p.stalled(t1 + Duration::from_millis(30_001)),
-            "a failing checkpoint still stalls"
-        );
-        // The retry commits.
-        assert_eq!(
-            p.due(t1 + Duration::from_secs(31)),
-            Some(Trigger::MaxInterval)
-        );
-        p.started();
-        p.committed(t1 + Duration::from_secs(40));
-        assert!(
-            !p.stalled(t1 + Duration::from_secs(400)),
-            "everything committed"
-        );
-    }
-
-    #[test]
-    fn changes_during_an_inflight_checkpoint_stay_owed_after_it_commits() {
-        let t0 = Instant::now();
-        let mut p = CheckpointPolicy::new(limits(), t0);
-        p.request(Trigger::PhaseChange);
-        p.due(t0);
-        p.started();
-        p.on_frames(1);
-        p.committed(t0 + Duration::from_secs(1));
-        assert!(p.stalled(t0 + Duration::from_millis(31_001)));
     }
 }
