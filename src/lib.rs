@@ -6,6 +6,7 @@
 //! - [`align`]: admission of observations, watermarks and frames (pure).
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
+//! - [`demo`]: the simulated plant, its monitors and the embedded broker of `radar demo`.
 //! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
 //!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
 //!   topics to readings (pure).
@@ -20,6 +21,7 @@
 pub mod align;
 pub mod config;
 pub mod coverage;
+pub mod demo;
 pub mod detector;
 pub mod mqtt;
 pub mod replay;

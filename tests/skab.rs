@@ -6,7 +6,7 @@
 //!
 //! The data set is not in the repository: it is read from
 //! `../shared/datasets/skab` beside the repository root, or from the folder
-//! in `RADAR_SKAB_DIR`.
+//! in `RADAR_TEST_SKAB_DIR`.
 
 use std::{fs::File, io::BufReader, path::PathBuf};
 
@@ -19,14 +19,14 @@ use radar::{
 const FIRST_TEST_ROW: usize = 401;
 
 fn dataset_dir() -> PathBuf {
-    let dir = std::env::var_os("RADAR_SKAB_DIR").map_or_else(
+    let dir = std::env::var_os("RADAR_TEST_SKAB_DIR").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/skab"),
         PathBuf::from,
     );
     assert!(
         dir.join("valve1").is_dir() && dir.join("anomaly-free").is_dir(),
         "the SKAB data set is missing: expected valve1/ and anomaly-free/ in {} \
-         (../shared/datasets/skab beside the repository root, or set RADAR_SKAB_DIR)",
+         (../shared/datasets/skab beside the repository root, or set RADAR_TEST_SKAB_DIR)",
         dir.display()
     );
     dir

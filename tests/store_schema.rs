@@ -2,7 +2,7 @@
 
 mod common;
 
-use diesel::sql_types::{BigInt, Text};
+use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
 use radar::{
     config::MonitorConfig,
@@ -49,12 +49,7 @@ async fn migrations_apply_on_an_empty_database_and_are_idempotent() {
 #[tokio::test]
 async fn a_schema_with_an_unknown_newer_migration_is_refused() {
     let db = common::migrated_database("newer").await;
-    let mut conn = common::connect(&db).await;
-    diesel::sql_query("INSERT INTO __diesel_schema_migrations (version) VALUES ($1)")
-        .bind::<Text, _>("29991231000000")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    common::mark_migrated_by_newer_binary(&db).await;
     let migrate = store::migrate(&db.url).await.unwrap_err();
     assert!(
         matches!(&migrate, StoreError::SchemaNewerThanBinary { unknown } if unknown == &["29991231000000"]),

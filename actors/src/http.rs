@@ -13,7 +13,6 @@
 
 // Until the worker runtime calls `start` and `init_meter_provider`, only the
 // tests use this module; the lead removes this line when wiring it.
-#![allow(dead_code, unused_imports)]
 
 mod exposition;
 #[cfg(all(test, feature = "otlp"))]
@@ -32,7 +31,7 @@ use actix_web::{
 use prometheus::Registry;
 use radar::telemetry::Board;
 
-pub use exposition::{OtlpPush, build_meter_provider, init_meter_provider};
+pub use exposition::init_meter_provider;
 
 /// What the handlers read.
 #[derive(Clone)]

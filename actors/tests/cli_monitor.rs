@@ -5,9 +5,6 @@ mod common;
 
 use std::process::{Command, Output};
 
-use diesel::sql_types::Text;
-use diesel_async::RunQueryDsl;
-
 const PUMP: &str = include_str!("../../config/monitors/pump.toml");
 
 fn radar(db: &common::TestDb, args: &[&str]) -> Output {
@@ -176,12 +173,7 @@ async fn invalid_monitor_files_are_rejected_naming_the_field() {
 #[tokio::test]
 async fn migrate_refuses_a_database_migrated_by_a_newer_binary() {
     let db = common::migrated_database("cli_newer").await;
-    let mut conn = common::connect(&db).await;
-    diesel::sql_query("INSERT INTO __diesel_schema_migrations (version) VALUES ($1)")
-        .bind::<Text, _>("29991231000000")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    common::mark_migrated_by_newer_binary(&db).await;
     for args in [&["migrate"][..], &["monitor", "list"][..]] {
         let out = radar(&db, args);
         assert!(!out.status.success(), "{args:?} ran against a newer schema");

@@ -16,6 +16,7 @@ use crate::{
     mqtt::payload::PayloadRejection,
     snapshot::{ManagedState, ProcessingCounters, RecoveryMetadata},
     store::{AlarmRecord, EvidenceRecord, PendingResults},
+    telemetry::RejectReason,
 };
 
 /// Why a monitor's model could not be built or restored.
@@ -38,8 +39,8 @@ pub enum CoreError {
 /// What one step of the model changed.
 #[derive(Debug, Default)]
 pub struct Step {
-    /// A rejection label, when the observation was not used.
-    pub rejected: Option<&'static str>,
+    /// Why the observation was not used, if it was not.
+    pub rejected: Option<RejectReason>,
     /// The frame offered to the detector, if one was complete.
     pub frame: Option<Frame>,
     /// The detector's verdict on that frame, once it is monitoring.
@@ -74,7 +75,11 @@ pub struct MonitorCore {
 
 impl MonitorCore {
     /// A monitor with no snapshot: a new detector and a startup gap.
-    pub fn fresh(service_id: Uuid, config: MonitorConfig, now: DateTime<Utc>) -> Result<Self, CoreError> {
+    pub fn fresh(
+        service_id: Uuid,
+        config: MonitorConfig,
+        now: DateTime<Utc>,
+    ) -> Result<Self, CoreError> {
         let aligner = Aligner::new(config.alignment.clone(), &config.readings)
             .map_err(|source| CoreError::Align { service_id, source })?;
         let width = config.required_readings().count();
@@ -184,7 +189,7 @@ impl MonitorCore {
     /// Counts an observation the network side refused (unknown topic, too large).
     pub fn count_network_rejection(&mut self, reason: PayloadRejection) {
         self.counters.observations_received += 1;
-        self.reject(reason.as_str());
+        self.reject(reason.into());
     }
 
     /// Offers one parsed-or-not observation. `payload` is the raw body;
@@ -199,17 +204,17 @@ impl MonitorCore {
         let observation = match parsed {
             Ok(observation) => observation,
             Err(reason) => {
-                step.rejected = Some(self.reject(reason.as_str()));
+                step.rejected = Some(self.reject(reason.into()));
                 return step;
             }
         };
         if self.suspended {
-            step.rejected = Some(self.reject("model_stalled"));
+            step.rejected = Some(self.reject(RejectReason::ModelStopped));
             return step;
         }
         match self.aligner.admit(observation, now) {
             Admission::Rejected(reason) => {
-                step.rejected = Some(self.reject(reason.as_str()));
+                step.rejected = Some(self.reject(reason.into()));
             }
             Admission::Held | Admission::Recorded => {
                 self.counters.observations_accepted += 1;
@@ -225,7 +230,15 @@ impl MonitorCore {
     /// Drops values that waited in a partial frame longer than the
     /// freshness allows; call it periodically.
     pub fn expire(&mut self, now: DateTime<Utc>) -> usize {
-        self.aligner.expire(now)
+        let expired = self.aligner.expire(now);
+        if expired > 0 {
+            *self
+                .counters
+                .observations_rejected
+                .entry(RejectReason::Expired.as_str().to_string())
+                .or_default() += expired as u64;
+        }
+        expired
     }
 
     /// Runs the static fit once it is due.
@@ -279,11 +292,11 @@ impl MonitorCore {
         Ok(state)
     }
 
-    fn reject(&mut self, reason: &'static str) -> &'static str {
+    fn reject(&mut self, reason: RejectReason) -> RejectReason {
         *self
             .counters
             .observations_rejected
-            .entry(reason.to_string())
+            .entry(reason.as_str().to_string())
             .or_default() += 1;
         reason
     }
@@ -293,7 +306,7 @@ impl MonitorCore {
         let outcome = self.detector.process(&frame);
         match outcome {
             Outcome::Rejected(rejection) => {
-                step.rejected = Some(self.reject("frame_rejected"));
+                step.rejected = Some(self.reject(RejectReason::FrameRejected));
                 tracing::warn!(
                     monitor_id = %self.service_id,
                     error = %rejection,
@@ -336,7 +349,11 @@ impl MonitorCore {
             });
         }
         match &scored.alarm_event {
-            Some(AlarmEvent::Opened { seq, ts, peak_score }) => {
+            Some(AlarmEvent::Opened {
+                seq,
+                ts,
+                peak_score,
+            }) => {
                 self.counters.alarms_opened += 1;
                 self.open_alarm = Some((*seq, *ts));
                 step.results.alarms.push(AlarmRecord {
@@ -346,7 +363,11 @@ impl MonitorCore {
                     peak_score: *peak_score,
                 });
             }
-            Some(AlarmEvent::Closed { seq, ts, peak_score }) => {
+            Some(AlarmEvent::Closed {
+                seq,
+                ts,
+                peak_score,
+            }) => {
                 let opened_at = match self.open_alarm.take() {
                     Some((open_seq, at)) if open_seq == *seq => at,
                     _ => *ts,

@@ -73,6 +73,8 @@ label_enum! {
         /// The model is not advancing (checkpoint stall) or the monitor is
         /// terminal (ownership lost, quarantined), so new input is refused.
         ModelStopped => "model_stopped",
+        /// The detector refused a complete frame (wrong width, non-finite value).
+        FrameRejected => "frame_rejected",
     }
 }
 
@@ -110,6 +112,18 @@ label_enum! {
         Calibrating => "calibrating",
         Fitting => "fitting",
         Monitoring => "monitoring",
+    }
+}
+
+impl From<crate::detector::Phase> for DetectorPhase {
+    fn from(phase: crate::detector::Phase) -> Self {
+        use crate::detector::Phase;
+        match phase {
+            Phase::Training => Self::Training,
+            Phase::Calibrating => Self::Calibrating,
+            Phase::Fitting => Self::Fitting,
+            Phase::Monitoring => Self::Monitoring,
+        }
     }
 }
 

@@ -78,3 +78,17 @@ pub async fn connect(db: &TestDb) -> AsyncPgConnection {
         .await
         .expect("connect to test database")
 }
+
+/// The version of a migration no binary knows, as a newer radar would leave it.
+pub const NEWER_MIGRATION: &str = "29991231000000";
+
+/// Records [`NEWER_MIGRATION`] in the ledger, as if a newer binary had
+/// migrated the database.
+pub async fn mark_migrated_by_newer_binary(db: &TestDb) {
+    let mut conn = connect(db).await;
+    diesel::sql_query("INSERT INTO __diesel_schema_migrations (version) VALUES ($1)")
+        .bind::<diesel::sql_types::Text, _>(NEWER_MIGRATION)
+        .execute(&mut conn)
+        .await
+        .expect("record a newer migration");
+}

@@ -97,6 +97,9 @@ impl Cli {
     }
 
     fn dispatch(self, settings: Settings) -> anyhow::Result<ExitCode> {
+        if !matches!(self.command, Command::Worker(_)) {
+            restore_default_sigpipe();
+        }
         let command = match self.command {
             // The worker runs its own actor system.
             Command::Worker(args) => return crate::worker::run(args, settings),
@@ -115,5 +118,17 @@ impl Cli {
             Command::Status(args) => runtime.block_on(status::run(args, &settings)),
             Command::Worker(_) | Command::Detect(_) => unreachable!("handled above"),
         }
+    }
+}
+
+/// Lets a short-lived command end quietly when its output pipe closes
+/// (`radar status | head`), as Unix tools do, instead of panicking on the
+/// failed write. Not for the worker: there a closed socket must be an
+/// error to handle, never a signal that kills the process.
+fn restore_default_sigpipe() {
+    // SAFETY: called once, before any thread of this process writes to a
+    // pipe; it only changes the disposition of SIGPIPE back to the default.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -26,6 +26,7 @@ pub enum OtlpPush {
     /// `OTEL_METRIC_EXPORT_INTERVAL` (default 60 s).
     FromEnvironment,
     /// To this full URL (tests).
+    #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     To(String),
 }
 

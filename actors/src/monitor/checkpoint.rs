@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use chrono::Utc;
-use radar::store::{CheckpointWriter, PendingResults, WriteOutcome};
+use radar::{
+    store::{CheckpointWriter, PendingResults, StoreError, WriteOutcome},
+    telemetry::{CheckpointFailure, MonitorTelemetry, events},
+};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -49,6 +52,7 @@ pub struct CheckpointActor {
     monitor: Addr<MonitorActor>,
     view: watch::Sender<CheckpointView>,
     rejected_results: u64,
+    metrics: MonitorTelemetry,
 }
 
 impl CheckpointActor {
@@ -59,8 +63,10 @@ impl CheckpointActor {
         timeout: Duration,
         monitor: Addr<MonitorActor>,
         view: watch::Sender<CheckpointView>,
+        metrics: MonitorTelemetry,
     ) -> Self {
         Self {
+            metrics,
             service_id,
             slot: Slot::Busy,
             pending: PendingResults::default(),
@@ -74,13 +80,11 @@ impl CheckpointActor {
         }
     }
 
-
     fn report(&self, committed: bool, trigger: Option<radar::runtime::Trigger>) {
         if let Some(model) = &self.model {
             model.do_send(CommitReport {
                 committed,
                 trigger,
-                at: Instant::now(),
                 wall: Utc::now(),
             });
         }
@@ -109,7 +113,8 @@ impl CheckpointActor {
                     // Nothing is written: the model never waits for a commit.
                     self.report(true, Some(next.trigger));
                     if next.last {
-                        self.monitor.do_send(LastSnapshotSettled { committed: true });
+                        self.monitor
+                            .do_send(LastSnapshotSettled { committed: true });
                     }
                 }
                 if !self.pending.is_empty() {
@@ -121,7 +126,12 @@ impl CheckpointActor {
         }
     }
 
-    fn commit_snapshot(&mut self, writer: CheckpointWriter, next: SnapshotReady, ctx: &mut Context<Self>) {
+    fn commit_snapshot(
+        &mut self,
+        writer: CheckpointWriter,
+        next: SnapshotReady,
+        ctx: &mut Context<Self>,
+    ) {
         let included = (self.pending.alarms.len(), self.pending.evidence.len());
         let batch = self.pending.clone();
         let bytes = next.sealed.bytes.payload.len();
@@ -142,14 +152,12 @@ impl CheckpointActor {
                             v.commits += 1;
                             v.last_error = None;
                         });
-                        tracing::debug!(
-                            monitor_id = %act.service_id,
-                            trigger = next.trigger.as_str(),
-                            processed = next.sealed.envelope.processed_count,
-                            bytes,
-                            millis = started.elapsed().as_millis() as u64,
-                            "Committed a checkpoint."
-                        );
+                        act.metrics.emit(events::CheckpointCommitted {
+                            trigger: next.trigger,
+                            duration: started.elapsed(),
+                            bytes: bytes as u64,
+                            saved_at: next.sealed.envelope.saved_at,
+                        });
                         act.report(true, Some(next.trigger));
                         if last {
                             act.monitor.do_send(LastSnapshotSettled { committed: true });
@@ -158,7 +166,10 @@ impl CheckpointActor {
                     WriteOutcome::Failed { writer, error } => {
                         act.slot = Slot::Idle(writer);
                         let message = error.to_string();
-                        tracing::warn!(monitor_id = %act.service_id, trigger = next.trigger.as_str(), error = %message, "A checkpoint failed; pending results stay queued and it is retried.");
+                        act.metrics.emit(events::CheckpointFailed {
+                            reason: failure_kind(&error),
+                            error: &message,
+                        });
                         act.view.send_modify(|v| {
                             v.failures += 1;
                             v.last_error = Some(message);
@@ -196,6 +207,10 @@ impl CheckpointActor {
                 }
                 WriteOutcome::Failed { writer, error } => {
                     tracing::warn!(monitor_id = %act.service_id, error = %error, "An evidence batch failed; it stays queued.");
+                    act.metrics.emit(events::CheckpointFailed {
+                        reason: failure_kind(&error),
+                        error: &error.to_string(),
+                    });
                     act.view.send_modify(|v| {
                         v.failures += 1;
                         v.last_error = Some(error.to_string());
@@ -210,13 +225,20 @@ impl CheckpointActor {
     /// Removes what a transaction committed: the results that were pending
     /// when it started (newer ones were appended after them).
     fn drop_committed(&mut self, (alarms, evidence): (usize, usize)) {
-        self.pending.alarms.drain(..alarms.min(self.pending.alarms.len()));
-        self.pending.evidence.drain(..evidence.min(self.pending.evidence.len()));
+        self.pending
+            .alarms
+            .drain(..alarms.min(self.pending.alarms.len()));
+        self.pending
+            .evidence
+            .drain(..evidence.min(self.pending.evidence.len()));
         self.publish_pending();
     }
 
     fn lose(&mut self, lost: radar::store::OwnershipLost) {
-        tracing::error!(monitor_id = %self.service_id, pending = self.pending.len(), "{lost}");
+        self.metrics.emit(events::CheckpointFailed {
+            reason: CheckpointFailure::OwnershipLost,
+            error: &lost.to_string(),
+        });
         self.slot = Slot::Lost;
         self.next = None;
         self.view.send_modify(|v| v.ownership = Ownership::Lost);
@@ -301,5 +323,13 @@ impl Handler<Halt> for CheckpointActor {
         }
         self.next = None;
         ctx.stop();
+    }
+}
+
+/// The metric label of a failed write.
+fn failure_kind(error: &StoreError) -> CheckpointFailure {
+    match error {
+        StoreError::Timeout { .. } => CheckpointFailure::Timeout,
+        _ => CheckpointFailure::Database,
     }
 }

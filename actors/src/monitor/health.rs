@@ -11,6 +11,7 @@ use std::{
 
 use actix::prelude::*;
 use chrono::Utc;
+use radar::telemetry::{MonitorTelemetry, events};
 use radar::{
     mqtt::{IngressCounters, LinkStatus},
     store::{HealthOutcome, HealthRecord, HealthReporter},
@@ -72,6 +73,7 @@ pub struct HealthActor {
     progress: (u64, Instant),
     state: watch::Sender<RunState>,
     halted: bool,
+    metrics: MonitorTelemetry,
 }
 
 impl HealthActor {
@@ -81,8 +83,10 @@ impl HealthActor {
         reporter: Option<HealthReporter>,
         monitor: Addr<MonitorActor>,
         state: watch::Sender<RunState>,
+        metrics: MonitorTelemetry,
     ) -> Self {
         Self {
+            metrics,
             service_id,
             inputs,
             reporter,
@@ -143,9 +147,29 @@ impl HealthActor {
             return;
         }
         let state = self.assess();
-        if *self.state.borrow() != state {
+        let previous = *self.state.borrow();
+        if previous != state {
             tracing::info!(monitor_id = %self.service_id, state = state.as_str(), "Monitor state changed.");
+            match (previous, state) {
+                (_, RunState::Stalled) => self.metrics.emit(events::MonitorStalled {
+                    detail: "queued input is not progressing",
+                }),
+                (_, RunState::CheckpointStalled) => self.metrics.emit(events::MonitorStalled {
+                    detail: "checkpoints are not committing; the model does not advance",
+                }),
+                (RunState::Stalled | RunState::CheckpointStalled, _) => {
+                    self.metrics.emit(events::MonitorStallCleared)
+                }
+                _ => {}
+            }
         }
+        let queued = self
+            .inputs
+            .ingress
+            .snapshot()
+            .admitted
+            .saturating_sub(self.inputs.model.borrow().consumed);
+        self.metrics.set_queue_depth(queued as usize);
         self.state.send_replace(state);
         let Some(reporter) = self.reporter.take() else {
             return;

@@ -4,7 +4,10 @@
 //! the coverage history.
 
 use actix::prelude::*;
-use radar::mqtt::{ConnectionEvent, IngestionControl};
+use radar::{
+    mqtt::{ConnectionEvent, IngestionControl},
+    telemetry::{MonitorTelemetry, events},
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
@@ -16,6 +19,7 @@ pub struct IngestionActor {
     control: Option<IngestionControl>,
     model: Addr<ModelActor>,
     events: Option<mpsc::Receiver<ConnectionEvent>>,
+    metrics: MonitorTelemetry,
 }
 
 /// Stops ingestion: unsubscribe, disconnect, close the queue. Resolves when done.
@@ -29,8 +33,10 @@ impl IngestionActor {
         control: IngestionControl,
         events: mpsc::Receiver<ConnectionEvent>,
         model: Addr<ModelActor>,
+        metrics: MonitorTelemetry,
     ) -> Self {
         Self {
+            metrics,
             service_id,
             control: Some(control),
             model,
@@ -58,16 +64,24 @@ impl StreamHandler<ConnectionEvent> for IngestionActor {
             ConnectionEvent::Disconnected { reason, .. } => {
                 tracing::warn!(monitor_id = %self.service_id, %reason, "Lost the MQTT connection; the outage is recorded as a coverage gap.")
             }
-            ConnectionEvent::SubscriptionRefused { topic, required, .. } => {
+            ConnectionEvent::SubscriptionRefused {
+                topic, required, ..
+            } => {
                 tracing::error!(monitor_id = %self.service_id, %topic, required, "The broker refused a subscription; check the broker's ACL for this topic.")
             }
-            ConnectionEvent::Retrying { next_attempt, retry_in, reason, .. } => {
+            ConnectionEvent::Retrying {
+                next_attempt,
+                retry_in,
+                reason,
+                ..
+            } => {
                 tracing::warn!(monitor_id = %self.service_id, next_attempt, retry_in_s = retry_in.as_secs_f64(), %reason, "MQTT connection attempt failed; retrying.")
             }
             ConnectionEvent::Stopped { .. } => {
                 tracing::info!(monitor_id = %self.service_id, "MQTT ingestion stopped.")
             }
         }
+        self.metrics.emit(events::ConnectionChanged(&event));
         self.model.do_send(Connection { event });
     }
 

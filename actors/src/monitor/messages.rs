@@ -1,8 +1,6 @@
 //! Messages between one monitor's actors. Each is a named-field struct with
 //! an explicit result type.
 
-use std::time::Instant;
-
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 use radar::{
@@ -38,7 +36,6 @@ pub struct CommitReport {
     pub committed: bool,
     /// The trigger of the snapshot, to retry it when the commit failed.
     pub trigger: Option<Trigger>,
-    pub at: Instant,
     pub wall: DateTime<Utc>,
 }
 

@@ -20,13 +20,16 @@ mod view;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use radar::{runtime::ExitReason, store::MonitorRow};
+use radar::{
+    runtime::ExitReason,
+    store::MonitorRow,
+    telemetry::{MonitorTelemetry, events},
+};
 use tokio::sync::watch;
 use uuid::Uuid;
 
 pub use health::RunState;
 pub use messages::Stop;
-pub use view::{CheckpointView, ModelView};
 
 use self::{
     checkpoint::CheckpointActor,
@@ -44,13 +47,6 @@ use crate::worker::WorkerContext;
 pub struct MonitorExited {
     pub id: Uuid,
     pub reason: ExitReason,
-}
-
-/// What readers outside the monitor (readiness, metrics) can watch.
-#[derive(Clone)]
-pub struct MonitorWatch {
-    pub state: watch::Receiver<RunState>,
-    pub model: Option<watch::Receiver<ModelView>>,
 }
 
 struct Parts {
@@ -76,16 +72,19 @@ pub struct MonitorActor {
     stage: Stage,
     stop_requested: bool,
     run_state: watch::Sender<RunState>,
+    metrics: MonitorTelemetry,
 }
 
 impl MonitorActor {
     pub fn new(
         worker: Arc<WorkerContext>,
         row: MonitorRow,
+        metrics: MonitorTelemetry,
         supervisor: Recipient<MonitorExited>,
-    ) -> (Self, watch::Receiver<RunState>) {
-        let (run_state, state_rx) = watch::channel(RunState::Starting);
-        let actor = Self {
+    ) -> Self {
+        let (run_state, _) = watch::channel(RunState::Starting);
+        Self {
+            metrics,
             worker,
             row,
             supervisor,
@@ -93,8 +92,7 @@ impl MonitorActor {
             stage: Stage::Starting,
             stop_requested: false,
             run_state,
-        };
-        (actor, state_rx)
+        }
     }
 
     fn id(&self) -> Uuid {
@@ -119,6 +117,7 @@ impl MonitorActor {
             return;
         }
         self.stage = Stage::Done;
+        self.metrics.emit(events::MonitorExited { reason: &reason });
         let id = self.id();
         let supervisor = self.supervisor.clone();
         let parts = self.parts.take();
@@ -128,10 +127,19 @@ impl MonitorActor {
                 parts.ingestion.do_send(StopIngestion);
                 if !matches!(reason, ExitReason::OwnershipLost { .. }) {
                     // A final status row; after ownership loss the successor owns it.
-                    let _ = parts.health.send(FinalReport { reason: reason.clone() }).await;
+                    let _ = parts
+                        .health
+                        .send(FinalReport {
+                            reason: reason.clone(),
+                        })
+                        .await;
                 }
-                parts.health.do_send(Halt { reason: reason.clone() });
-                parts.model.do_send(Halt { reason: reason.clone() });
+                parts.health.do_send(Halt {
+                    reason: reason.clone(),
+                });
+                parts.model.do_send(Halt {
+                    reason: reason.clone(),
+                });
                 parts.checkpoint.do_send(Halt { reason });
             }
         }
@@ -152,11 +160,22 @@ impl Actor for MonitorActor {
         let row = self.row.clone();
         let me = ctx.address();
         let run_state = self.run_state.clone();
-        startup::start(worker, row, me, run_state)
+        let metrics = self.metrics.clone();
+        startup::start(worker, row, me, run_state, metrics)
             .into_actor(self)
             .map(|result, act, ctx| match result {
-                Ok(Started { model, checkpoint, health, ingestion }) => {
-                    act.parts = Some(Parts { model, checkpoint, health, ingestion });
+                Ok(Started {
+                    model,
+                    checkpoint,
+                    health,
+                    ingestion,
+                }) => {
+                    act.parts = Some(Parts {
+                        model,
+                        checkpoint,
+                        health,
+                        ingestion,
+                    });
                     act.stage = Stage::Running;
                     if act.stop_requested {
                         act.begin_stop(ctx);

@@ -12,6 +12,10 @@ use std::{
 use actix::prelude::*;
 use chrono::Utc;
 use radar::{
+    detector::AlarmEvent,
+    telemetry::{DetectorPhase, ModelOperation, MonitorTelemetry, RejectReason, events},
+};
+use radar::{
     mqtt::RawMessage,
     runtime::{CheckpointPolicy, MonitorCore, Step, Trigger},
     snapshot::{CheckpointKey, SealedSnapshot, SnapshotBinding, seal},
@@ -20,13 +24,13 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
+    MonitorActor,
     checkpoint::CheckpointActor,
     messages::{
         AttachInput, CommitReport, Connection, Halt, InputDrained, NewResults, SealNow,
         SnapshotReady,
     },
     view::ModelView,
-    MonitorActor,
 };
 
 /// How often the model checks the clock-driven triggers (max interval,
@@ -51,6 +55,10 @@ pub struct ModelActor {
     finished: bool,
     /// A terminal state: no scoring, no snapshot, ever.
     halted: bool,
+    metrics: MonitorTelemetry,
+    /// Restored and still waiting for the first new frame, which measures
+    /// the possible coverage gap since the snapshot's save time.
+    gap_pending_since: Option<chrono::DateTime<Utc>>,
 }
 
 /// Everything a model actor starts with.
@@ -63,6 +71,7 @@ pub struct ModelSetup {
     pub checkpoint: Addr<CheckpointActor>,
     pub monitor: Addr<MonitorActor>,
     pub view: watch::Sender<ModelView>,
+    pub metrics: MonitorTelemetry,
 }
 
 impl ModelActor {
@@ -83,7 +92,16 @@ impl ModelActor {
             consumed: 0,
             finished: false,
             halted: false,
+            gap_pending_since: None,
+            metrics: setup.metrics,
         };
+        actor.gap_pending_since = actor.core.recovery().restored_processed_count.and(
+            actor
+                .core
+                .coverage()
+                .last_restore()
+                .map(|mark| mark.saved_at),
+        );
         actor.publish();
         actor
     }
@@ -112,11 +130,17 @@ impl ModelActor {
     }
 
     fn seal(&self) -> Result<SealedSnapshot, String> {
+        let started = Instant::now();
         let state = self
             .core
             .managed_state()
             .map_err(|e| format!("encoding the snapshot failed: {e}"))?;
-        seal(&self.binding, &state, Utc::now(), &self.key).map_err(|e| e.to_string())
+        let sealed = seal(&self.binding, &state, Utc::now(), &self.key).map_err(|e| e.to_string());
+        self.metrics.emit(events::ModelOperationFinished {
+            operation: ModelOperation::EncodeSnapshot,
+            duration: started.elapsed(),
+        });
+        sealed
     }
 
     /// Seals and hands a snapshot to the checkpoint actor.
@@ -144,6 +168,38 @@ impl ModelActor {
         }
     }
 
+    fn record(&mut self, step: &Step) {
+        let m = &self.metrics;
+        m.emit(events::ObservationsReceived { count: 1 });
+        match step.rejected {
+            Some(reason) => m.emit(events::ObservationsRejected { reason, count: 1 }),
+            None => m.emit(events::ObservationsAccepted { count: 1 }),
+        }
+        if let Some(frame) = &step.frame {
+            m.emit(events::FramesEmitted { count: 1 });
+            if let Some(saved_at) = self.gap_pending_since.take() {
+                let gap = (frame.ts - saved_at).to_std().unwrap_or_default();
+                m.emit(events::PossibleGapMeasured { gap });
+            }
+        }
+        if let Some(scored) = &step.scored {
+            m.emit(events::FrameScored {
+                score: scored.score,
+                flagged: scored.flagged,
+            });
+            match scored.alarm_event {
+                Some(AlarmEvent::Opened { .. }) => m.emit(events::AlarmOpened),
+                Some(AlarmEvent::Closed { .. }) => m.emit(events::AlarmClosed),
+                None => {}
+            }
+        }
+        if let Some(phase) = step.phase_changed {
+            m.emit(events::DetectorPhaseChanged {
+                phase: DetectorPhase::from(phase),
+            });
+        }
+    }
+
     fn after_step(&mut self, step: Step) {
         if !step.results.is_empty() {
             self.checkpoint.do_send(NewResults {
@@ -151,22 +207,30 @@ impl ModelActor {
             });
         }
         if step.frame.is_some() {
-            self.policy.on_frames(1);
+            self.policy.on_frames(1, Instant::now());
         }
         if step.coverage_changed {
-            self.policy.request(Trigger::CoverageChange);
+            self.policy.request(Trigger::CoverageChange, Instant::now());
         }
         if step.phase_changed.is_some() {
-            self.policy.request(Trigger::PhaseChange);
+            self.policy.request(Trigger::PhaseChange, Instant::now());
         }
         if step.fit_due {
             // The snapshot before the fit keeps the training and calibration
             // frames, so a fit cut short by a crash reruns from them.
             self.checkpoint_now(Trigger::PhaseChange, false);
+            let started = Instant::now();
             match self.core.fit() {
                 Ok(_) => {
+                    self.metrics.emit(events::ModelOperationFinished {
+                        operation: ModelOperation::Fit,
+                        duration: started.elapsed(),
+                    });
+                    self.metrics.emit(events::DetectorPhaseChanged {
+                        phase: DetectorPhase::from(self.core.phase()),
+                    });
                     tracing::info!(monitor_id = %self.core.service_id(), "Fitted the detector; monitoring starts.");
-                    self.policy.request(Trigger::PhaseChange);
+                    self.policy.request(Trigger::PhaseChange, Instant::now());
                 }
                 Err(error) => {
                     tracing::error!(monitor_id = %self.core.service_id(), %error, "The static fit failed.")
@@ -183,15 +247,21 @@ impl ModelActor {
         }
         let now = Instant::now();
         let wall = Utc::now();
-        self.core.expire(wall);
+        let expired = self.core.expire(wall);
+        if expired > 0 {
+            self.metrics.emit(events::ObservationsRejected {
+                reason: RejectReason::Expired,
+                count: expired as u64,
+            });
+        }
         if self.policy.stalled(now) && !self.core.is_suspended() {
             tracing::warn!(
                 monitor_id = %self.core.service_id(),
-                seconds = self.policy.since_commit(now).as_secs(),
+                seconds = self.policy.waiting(now).as_secs(),
                 "No checkpoint committed within the timeout; the model stops advancing until one does."
             );
             if self.core.suspend(wall) {
-                self.policy.request(Trigger::CoverageChange);
+                self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         }
         self.checkpoint_if_due();
@@ -216,6 +286,7 @@ impl StreamHandler<RawMessage> for ModelActor {
         let now = message.processing_time(Instant::now());
         let parsed = message.observation(self.max_payload_bytes);
         let step = self.core.ingest(parsed, now);
+        self.record(&step);
         self.after_step(step);
     }
 
@@ -246,7 +317,7 @@ impl Handler<SealNow> for ModelActor {
         if self.halted {
             return Err("the monitor is halted".into());
         }
-        self.policy.request(msg.trigger);
+        self.policy.request(msg.trigger, Instant::now());
         self.policy.started();
         self.seal()
     }
@@ -260,10 +331,10 @@ impl Handler<CommitReport> for ModelActor {
             return;
         }
         if msg.committed {
-            self.policy.committed(msg.at);
+            self.policy.committed();
             if self.core.resume(msg.wall) {
                 tracing::info!(monitor_id = %self.core.service_id(), "A checkpoint committed again; the model advances.");
-                self.policy.request(Trigger::CoverageChange);
+                self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         } else {
             self.policy.failed(msg.trigger);
@@ -280,7 +351,7 @@ impl Handler<Connection> for ModelActor {
             return;
         }
         if self.core.record_connection(&msg.event) {
-            self.policy.request(Trigger::CoverageChange);
+            self.policy.request(Trigger::CoverageChange, Instant::now());
             self.checkpoint_if_due();
         }
         self.publish();
@@ -303,21 +374,12 @@ fn view_of(
     coverage: Arc<radar::coverage::CoverageHistory>,
     recovery: Arc<radar::snapshot::RecoveryMetadata>,
 ) -> ModelView {
-    let counters = core.counters();
     ModelView {
         phase: core.phase(),
         processed: core.processed(),
         consumed,
-        accepted: counters.observations_accepted,
-        rejected: counters.observations_rejected.values().sum(),
-        flagged: counters.frames_flagged,
-        alarms_opened: counters.alarms_opened,
-        alarm_open: core.detector().alarm_open(),
         suspended: core.is_suspended(),
-        buffered: core.detector().buffered_frames(),
-        last_step: Instant::now(),
         coverage,
         recovery,
-        health: core.detector().health().cloned(),
     }
 }

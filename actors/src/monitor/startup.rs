@@ -2,10 +2,11 @@
 //! the snapshot before decoding it, restore or start fresh, commit a
 //! checkpoint before subscribing, then subscribe.
 
-use std::{sync::Arc, time::Instant};
+use std::sync::Arc;
 
 use actix::prelude::*;
 use chrono::Utc;
+use radar::telemetry::{MonitorTelemetry, events};
 use radar::{
     mqtt::{self, IngestOptions},
     runtime::{CheckpointPolicy, CoreError, ExitReason, MonitorCore, Trigger},
@@ -47,48 +48,73 @@ pub async fn start(
     row: MonitorRow,
     monitor: Addr<MonitorActor>,
     run_state: watch::Sender<RunState>,
+    metrics: MonitorTelemetry,
 ) -> Result<Started, ExitReason> {
     let id = row.id;
-    let config = row.monitor_config().map_err(|e| ExitReason::StartupFailed {
-        reason: e.to_string(),
-    })?;
+    let config = row
+        .monitor_config()
+        .map_err(|e| ExitReason::StartupFailed {
+            reason: e.to_string(),
+        })?;
     let binding = SnapshotBinding::for_monitor(id, &config);
     let now = Utc::now();
 
     let (core, loaded) = match &worker.store {
         None => {
             tracing::info!(monitor_id = %id, "Database writes are disabled: starting fresh, no snapshot is read or written.");
-            (MonitorCore::fresh(id, config.clone(), now).map_err(core_error)?, None)
+            (
+                MonitorCore::fresh(id, config.clone(), now).map_err(core_error)?,
+                None,
+            )
         }
-        Some(store) => load(store, &worker, &row, &binding, config.clone()).await?,
+        Some(store) => load(store, &worker, &row, &binding, config.clone(), &metrics).await?,
     };
 
-    let (checkpoint_view, checkpoint_rx) = watch::channel(CheckpointView::new(match worker.store {
-        Some(_) => Ownership::Owner,
-        None => Ownership::Disabled,
-    }));
-    let checkpoint = CheckpointActor::new(id, worker.checkpoint_timeout(), monitor.clone(), checkpoint_view).start();
+    let (checkpoint_view, checkpoint_rx) =
+        watch::channel(CheckpointView::new(match worker.store {
+            Some(_) => Ownership::Owner,
+            None => Ownership::Disabled,
+        }));
+    let checkpoint = CheckpointActor::new(
+        id,
+        worker.checkpoint_timeout(),
+        monitor.clone(),
+        checkpoint_view,
+        metrics.clone(),
+    )
+    .start();
     let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
     let setup = ModelSetup {
         core,
         binding,
         key: worker.key.clone(),
         max_payload_bytes: worker.settings.mqtt_max_message_bytes,
-        policy: CheckpointPolicy::new(worker.checkpoint_limits(), Instant::now()),
+        policy: CheckpointPolicy::new(worker.checkpoint_limits()),
         checkpoint: checkpoint.clone(),
         monitor: monitor.clone(),
         view: model_view,
+        metrics: metrics.clone(),
     };
-    let model = ModelActor::start_in_arbiter(&worker.model_arbiter(), move |_| ModelActor::new(setup));
+    let model =
+        ModelActor::start_in_arbiter(&worker.model_arbiter(), move |_| ModelActor::new(setup));
     let halt_all = |reason: &ExitReason| {
-        model.do_send(Halt { reason: reason.clone() });
-        checkpoint.do_send(Halt { reason: reason.clone() });
+        model.do_send(Halt {
+            reason: reason.clone(),
+        });
+        checkpoint.do_send(Halt {
+            reason: reason.clone(),
+        });
     };
 
     // The checkpoint before subscribing: a fresh monitor claims its row (one
     // winner among racing workers), a restored one replaces exactly the
     // snapshot it loaded.
-    let sealed = match model.send(SealNow { trigger: Trigger::BeforeSubscribing }).await {
+    let sealed = match model
+        .send(SealNow {
+            trigger: Trigger::BeforeSubscribing,
+        })
+        .await
+    {
         Ok(Ok(sealed)) => sealed,
         Ok(Err(error)) => {
             let reason = ExitReason::Failed { error };
@@ -96,7 +122,9 @@ pub async fn start(
             return Err(reason);
         }
         Err(e) => {
-            let reason = ExitReason::Failed { error: format!("model actor unavailable: {e}") };
+            let reason = ExitReason::Failed {
+                error: format!("model actor unavailable: {e}"),
+            };
             halt_all(&reason);
             return Err(reason);
         }
@@ -112,13 +140,18 @@ pub async fn start(
         },
     };
     let reporter = writer.as_ref().map(CheckpointWriter::health_reporter);
+    if writer.is_some() {
+        metrics.emit(events::OwnershipAcquired);
+    }
     model.do_send(CommitReport {
         committed: true,
         trigger: Some(Trigger::BeforeSubscribing),
-        at: Instant::now(),
         wall: Utc::now(),
     });
-    checkpoint.do_send(Claimed { writer, model: model.clone() });
+    checkpoint.do_send(Claimed {
+        writer,
+        model: model.clone(),
+    });
 
     let options = IngestOptions::from_settings(&worker.settings, &worker.worker_id, id)
         .map(|mut o| {
@@ -126,9 +159,13 @@ pub async fn start(
             o.backoff = worker.backoff;
             o
         })
-        .map_err(|e| ExitReason::StartupFailed { reason: e.to_string() });
+        .map_err(|e| ExitReason::StartupFailed {
+            reason: e.to_string(),
+        });
     let ingestion = match options.and_then(|o| {
-        mqtt::spawn(o, &config.readings).map_err(|e| ExitReason::StartupFailed { reason: e.to_string() })
+        mqtt::spawn(o, &config.readings).map_err(|e| ExitReason::StartupFailed {
+            reason: e.to_string(),
+        })
     }) {
         Ok(ingestion) => ingestion,
         Err(reason) => {
@@ -136,17 +173,40 @@ pub async fn start(
             return Err(reason);
         }
     };
-    model.do_send(AttachInput { messages: ingestion.messages });
+    model.do_send(AttachInput {
+        messages: ingestion.messages,
+    });
     let inputs = HealthInputs {
         model: model_rx,
         checkpoint: checkpoint_rx,
         link: ingestion.status,
         ingress: ingestion.counters,
     };
-    let health = HealthActor::new(id, inputs, reporter, monitor.clone(), run_state).start();
-    let ingestion = IngestionActor::new(id, ingestion.control, ingestion.events, model.clone()).start();
+    metrics.set_queue_capacity(worker.settings.ingress_queue_capacity);
+    let health = HealthActor::new(
+        id,
+        inputs,
+        reporter,
+        monitor.clone(),
+        run_state,
+        metrics.clone(),
+    )
+    .start();
+    let ingestion = IngestionActor::new(
+        id,
+        ingestion.control,
+        ingestion.events,
+        model.clone(),
+        metrics,
+    )
+    .start();
     tracing::info!(monitor_id = %id, name = %row.name, "Monitor started; subscribing.");
-    Ok(Started { model, checkpoint, health, ingestion })
+    Ok(Started {
+        model,
+        checkpoint,
+        health,
+        ingestion,
+    })
 }
 
 /// Reads and opens the snapshot. Corrupted or incompatible snapshots fail
@@ -157,31 +217,41 @@ async fn load(
     row: &MonitorRow,
     binding: &SnapshotBinding,
     config: radar::config::MonitorConfig,
+    metrics: &MonitorTelemetry,
 ) -> Result<(MonitorCore, Option<FencingToken>), ExitReason> {
     let id = row.id;
     let now = Utc::now();
-    let stored = store.load_snapshot(id).await.map_err(|e| ExitReason::Failed {
-        error: format!("reading the snapshot of monitor {id}: {e}"),
-    })?;
+    let stored = store
+        .load_snapshot(id)
+        .await
+        .map_err(|e| ExitReason::Failed {
+            error: format!("reading the snapshot of monitor {id}: {e}"),
+        })?;
     let Some(stored) = stored else {
         tracing::info!(monitor_id = %id, "No snapshot: starting a new detector.");
-        return Ok((MonitorCore::fresh(id, config, now).map_err(core_error)?, None));
+        return Ok((
+            MonitorCore::fresh(id, config, now).map_err(core_error)?,
+            None,
+        ));
     };
     let reason = match stored.open(binding, &worker.key) {
         LoadOutcome::Missing => {
-            return Ok((MonitorCore::fresh(id, config, now).map_err(core_error)?, None));
+            return Ok((
+                MonitorCore::fresh(id, config, now).map_err(core_error)?,
+                None,
+            ));
         }
         LoadOutcome::Restored(restored) => {
             let saved_at = restored.envelope.saved_at;
             let processed = restored.envelope.processed_count;
-            let core = MonitorCore::restore(id, config, restored.state, restored.detector, saved_at, now)
-                .map_err(core_error)?;
-            tracing::info!(
-                monitor_id = %id,
-                processed,
-                saved_at = %saved_at,
-                "Restored the snapshot; input since it was saved is not replayed and is reported as a possible gap."
-            );
+            let core =
+                MonitorCore::restore(id, config, restored.state, restored.detector, saved_at, now)
+                    .map_err(core_error)?;
+            metrics.emit(events::SnapshotRestored {
+                restored_processed: processed,
+                saved_at,
+                partial_frames_cleared: 0,
+            });
             return Ok((core, Some(restored.token)));
         }
         LoadOutcome::Corrupted(corrupted) => corrupted.to_string(),
@@ -199,7 +269,10 @@ async fn load(
         last_error: Some(reason.clone()),
         heartbeat_at: now,
     };
-    if let Err(e) = store.report_unowned(id, Some(stored.signature()), &record).await {
+    if let Err(e) = store
+        .report_unowned(id, Some(stored.signature()), &record)
+        .await
+    {
         tracing::warn!(monitor_id = %id, error = %e, "Could not persist the startup failure.");
     }
     Err(ExitReason::StartupFailed { reason })
@@ -214,16 +287,27 @@ async fn first_commit(
     match loaded {
         None => match store.claim(sealed).await {
             Ok(Claim::Won(writer)) => Ok(writer),
-            Ok(Claim::Lost(lost)) => Err(ExitReason::OwnershipLost { detail: lost.to_string() }),
+            Ok(Claim::Lost(lost)) => Err(ExitReason::OwnershipLost {
+                detail: lost.to_string(),
+            }),
             Err(e) => Err(ExitReason::Failed {
                 error: format!("the first checkpoint of monitor {id} failed: {e}"),
             }),
         },
-        Some(token) => match store.resume(id, token).checkpoint(sealed, &PendingResults::default()).await {
+        Some(token) => match store
+            .resume(id, token)
+            .checkpoint(sealed, &PendingResults::default())
+            .await
+        {
             WriteOutcome::Committed(writer) => Ok(writer),
-            WriteOutcome::OwnershipLost(lost) => Err(ExitReason::OwnershipLost { detail: lost.to_string() }),
+            WriteOutcome::OwnershipLost(lost) => Err(ExitReason::OwnershipLost {
+                detail: lost.to_string(),
+            }),
             WriteOutcome::Failed { error, .. } => Err(ExitReason::Failed {
-                error: format!("the checkpoint before subscribing of monitor {id} failed: {e}", e = error),
+                error: format!(
+                    "the checkpoint before subscribing of monitor {id} failed: {e}",
+                    e = error
+                ),
             }),
         },
     }

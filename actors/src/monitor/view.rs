@@ -1,14 +1,10 @@
 //! What a monitor's actors publish for readers that must never wait: the
 //! health actor, readiness and metrics. Cheap to clone; replaced whole.
 
-use std::{sync::Arc, time::Instant};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use radar::{
-    coverage::CoverageHistory,
-    detector::{ModelHealth, Phase},
-    snapshot::RecoveryMetadata,
-};
+use radar::{coverage::CoverageHistory, detector::Phase, snapshot::RecoveryMetadata};
 
 /// The model's last published state.
 #[derive(Debug, Clone)]
@@ -18,20 +14,10 @@ pub struct ModelView {
     pub processed: u64,
     /// Messages taken from the ingress queue, whatever became of them.
     pub consumed: u64,
-    pub accepted: u64,
-    pub rejected: u64,
-    pub flagged: u64,
-    pub alarms_opened: u64,
-    pub alarm_open: bool,
     /// Checkpoints stopped committing: input is drained without advancing.
     pub suspended: bool,
-    /// Training and calibration frames kept for the fit.
-    pub buffered: (usize, usize),
-    /// When the model last finished an operation.
-    pub last_step: Instant,
     pub coverage: Arc<CoverageHistory>,
     pub recovery: Arc<RecoveryMetadata>,
-    pub health: Option<ModelHealth>,
 }
 
 /// Who may write this monitor's rows.
@@ -41,16 +27,6 @@ pub enum Ownership {
     Disabled,
     Owner,
     Lost,
-}
-
-impl Ownership {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Disabled => "disabled",
-            Self::Owner => "owner",
-            Self::Lost => "lost",
-        }
-    }
 }
 
 /// The checkpoint side's last published state.

@@ -19,6 +19,7 @@ use radar::{
     runtime::CheckpointLimits,
     snapshot::CheckpointKey,
     store::{self, CheckpointStore, Services},
+    telemetry::Telemetry,
 };
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -39,6 +40,7 @@ pub struct WorkerContext {
     pub store: Option<CheckpointStore>,
     pub services: Services,
     pub backoff: Backoff,
+    pub telemetry: Telemetry,
     model_arbiters: Vec<ArbiterHandle>,
     next_arbiter: AtomicUsize,
 }
@@ -75,8 +77,7 @@ pub struct WorkerArgs {
 /// Runs the worker until SIGTERM/SIGINT, then stops every monitor gracefully.
 pub fn run(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode> {
     let system = actix_rt::System::new();
-    let outcome = system.block_on(serve(args, settings));
-    outcome
+    system.block_on(serve(args, settings))
 }
 
 async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode> {
@@ -95,20 +96,39 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
         db_writes = settings.db_write_enabled,
         "Starting the radar worker."
     );
+    let (meter_provider, registry) = crate::http::init_meter_provider(&worker_id)?;
+    let telemetry = Telemetry::global();
+    let server = crate::http::start(settings.metrics_addr, registry, telemetry.board().clone())
+        .with_context(|| {
+            format!(
+                "listening for metrics and health on {}",
+                settings.metrics_addr
+            )
+        })?;
+    let server_handle = server.handle();
+    actix_rt::spawn(server);
+    tracing::info!(addr = %settings.metrics_addr, "Serving /metrics, /healthz and /readyz.");
     let pool = store::connect(&settings.database_url, POOL_SIZE)
         .await
         .context("connecting to PostgreSQL")?;
     let store = settings.db_write_enabled.then(|| {
-        CheckpointStore::new(pool.clone(), worker_id.clone(), Duration::from_secs(settings.checkpoint_timeout_seconds))
+        CheckpointStore::new(
+            pool.clone(),
+            worker_id.clone(),
+            Duration::from_secs(settings.checkpoint_timeout_seconds),
+        )
     });
     if store.is_none() {
-        tracing::warn!("RADAR_DB_WRITE_ENABLED=false: no snapshot is read or written; every monitor starts fresh.");
+        tracing::warn!(
+            "RADAR_DB_WRITE_ENABLED=false: no snapshot is read or written; every monitor starts fresh."
+        );
     }
     let parallelism = std::thread::available_parallelism().map_or(1, usize::from);
     let arbiters: Vec<Arbiter> = (0..parallelism).map(|_| Arbiter::new()).collect();
     let stop_after = Duration::from_secs(settings.checkpoint_timeout_seconds) + STOP_GRACE;
     let context = Arc::new(WorkerContext {
-        backoff: Backoff::PRODUCTION,
+        backoff: backoff_from_env(),
+        telemetry,
         model_arbiters: arbiters.iter().map(Arbiter::handle).collect(),
         next_arbiter: AtomicUsize::new(0),
         services: store::Services::new(pool),
@@ -131,7 +151,26 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
     for arbiter in &arbiters {
         arbiter.stop();
     }
+    server_handle.stop(true).await;
+    if let Err(e) = meter_provider.shutdown() {
+        tracing::warn!(error = %e, "Could not flush metrics at shutdown.");
+    }
     Ok(outcome.exit_code())
+}
+
+/// The MQTT reconnect schedule: production values unless the test-only
+/// variables shrink it (`RADAR_TEST_MQTT_BACKOFF_MS`, initial,max in ms).
+fn backoff_from_env() -> Backoff {
+    std::env::var("RADAR_TEST_MQTT_BACKOFF_MS")
+        .ok()
+        .and_then(|v| {
+            let (initial, max) = v.split_once(',')?;
+            Some(Backoff {
+                initial: Duration::from_millis(initial.trim().parse().ok()?),
+                max: Duration::from_millis(max.trim().parse().ok()?),
+            })
+        })
+        .unwrap_or(Backoff::PRODUCTION)
 }
 
 async fn stop_within(limit: Duration, supervisor: Addr<Supervisor>) -> WorkerOutcome {

@@ -16,11 +16,11 @@ use radar::{
     runtime::{ExitReason, Restart, owns},
     store::MonitorRow,
 };
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::WorkerContext;
-use crate::monitor::{MonitorActor, MonitorExited, RunState, Stop};
+use crate::monitor::{MonitorActor, MonitorExited, Stop};
 
 /// How often the supervisor looks for new and retired monitors.
 pub const POLL_EVERY: Duration = Duration::from_secs(5);
@@ -70,7 +70,6 @@ struct Exited {
 struct Running {
     addr: Addr<MonitorActor>,
     name: String,
-    state: watch::Receiver<RunState>,
 }
 
 pub struct Supervisor {
@@ -86,7 +85,11 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    pub fn new(worker: Arc<WorkerContext>, only: Option<Uuid>, done: oneshot::Sender<WorkerOutcome>) -> Self {
+    pub fn new(
+        worker: Arc<WorkerContext>,
+        only: Option<Uuid>,
+        done: oneshot::Sender<WorkerOutcome>,
+    ) -> Self {
         Self {
             worker,
             only,
@@ -123,7 +126,9 @@ impl Supervisor {
                 act.polling = false;
                 match rows {
                     Ok(rows) => act.reconcile(rows, ctx),
-                    Err(error) => tracing::warn!(%error, "Could not list monitors; keeping the current set."),
+                    Err(error) => {
+                        tracing::warn!(%error, "Could not list monitors; keeping the current set.")
+                    }
                 }
             })
             .spawn(ctx);
@@ -170,6 +175,17 @@ impl Supervisor {
             .filter(|id| !wanted.contains(id))
             .copied()
             .collect();
+        // Monitors no longer ours leave the board once stopped.
+        let departed: Vec<Uuid> = self
+            .exited
+            .keys()
+            .filter(|id| !wanted.contains(id))
+            .copied()
+            .collect();
+        for id in departed {
+            self.exited.remove(&id);
+            self.worker.telemetry.remove_monitor(id);
+        }
         for id in gone {
             if let Some(running) = self.running.get(&id) {
                 tracing::info!(monitor_id = %id, name = %running.name, "Monitor retired, deleted or moved to another shard; stopping it.");
@@ -182,9 +198,10 @@ impl Supervisor {
         let id = row.id;
         let name = row.name.clone();
         tracing::info!(monitor_id = %id, name = %name, "Admitting monitor.");
-        let (actor, state) = MonitorActor::new(self.worker.clone(), row, ctx.address().recipient());
+        let metrics = self.worker.telemetry.monitor(id, &name);
+        let actor = MonitorActor::new(self.worker.clone(), row, metrics, ctx.address().recipient());
         let addr = actor.start();
-        self.running.insert(id, Running { addr, name, state });
+        self.running.insert(id, Running { addr, name });
     }
 
     fn end(&mut self, outcome: WorkerOutcome) {
@@ -202,14 +219,6 @@ impl Supervisor {
             }
         }
     }
-
-    /// Current run states, for readiness.
-    pub fn states(&self) -> Vec<(Uuid, String, RunState)> {
-        self.running
-            .iter()
-            .map(|(id, r)| (*id, r.name.clone(), *r.state.borrow()))
-            .collect()
-    }
 }
 
 impl Actor for Supervisor {
@@ -225,7 +234,11 @@ impl Handler<MonitorExited> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: MonitorExited, _: &mut Self::Context) {
-        let name = self.running.remove(&msg.id).map(|r| r.name).unwrap_or_default();
+        let name = self
+            .running
+            .remove(&msg.id)
+            .map(|r| r.name)
+            .unwrap_or_default();
         let attempts = self.exited.get(&msg.id).map_or(0, |e| e.attempts) + 1;
         let retry_at = match msg.reason.restart() {
             Restart::AfterBackoff if !self.shutting_down => {
@@ -243,7 +256,14 @@ impl Handler<MonitorExited> for Supervisor {
         if self.only == Some(msg.id) && !self.shutting_down {
             self.end(WorkerOutcome::MonitorFailed(msg.reason.clone()));
         }
-        self.exited.insert(msg.id, Exited { reason: msg.reason, attempts, retry_at });
+        self.exited.insert(
+            msg.id,
+            Exited {
+                reason: msg.reason,
+                attempts,
+                retry_at,
+            },
+        );
         self.settle_if_stopped();
     }
 }

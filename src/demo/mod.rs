@@ -1,0 +1,44 @@
+//! The embedded demo: a simulated plant, its monitors, an in-process MQTT
+//! broker and a publisher that plays the plant into the broker.
+//!
+//! - `plant`: the pure, seeded simulation (noise, correlated readings,
+//!   daily drift, scheduled faults with their windows).
+//! - `monitors`: one valid monitor definition per simulated machine.
+//! - `offline`: the plant through the worker's aligner and detector, in
+//!   simulated time (the demo's expectations, checked without IO).
+//! - `broker`: an embedded rumqttd broker on a free loopback port.
+//! - `publisher`: plays the plant into a broker at a chosen speed.
+
+mod broker;
+mod monitors;
+mod offline;
+mod plant;
+mod publisher;
+mod rng;
+
+pub use broker::{EmbeddedBroker, start_embedded_broker};
+pub use monitors::{
+    CALIBRATION_FRAMES, TRAINING_FRAMES, detector_settings, monitor_config, monitor_configs,
+    monitor_toml,
+};
+pub use offline::{OfflineAlarm, OfflineRun, run_offline, tick_time};
+pub use plant::{
+    DAY_SECONDS, FaultKind, FaultWindow, LEAK_BAR_PER_SECOND, Machine, Plant, PlantConfig,
+    READINGS, ReadingSpec, STEP_AMPERES, Sample, TICK_SECONDS, leak_drop,
+};
+pub use publisher::{
+    MAX_SPEED, PublishOptions, PublishReport, WindowTimes, payload, publish_plant,
+};
+
+/// Why the demo cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("demo configuration: {0}")]
+    Config(String),
+    #[error("embedded MQTT broker: {0}")]
+    Broker(String),
+    #[error("demo publisher: {0}")]
+    Publish(String),
+    #[error("offline run of demo monitor {monitor:?}: {reason}")]
+    Offline { monitor: String, reason: String },
+}
