@@ -132,7 +132,7 @@ async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
     assert_eq!(code, Some(0), "{inspection:#}");
     let rejected = counts(&inspection["counters"]["observations_rejected"]);
     assert!(
-        rejected.get("model_stalled").copied().unwrap_or(0) > 0,
+        rejected.get("model_stopped").copied().unwrap_or(0) > 0,
         "input during the stall is drained and counted: {inspection:#}"
     );
 }
