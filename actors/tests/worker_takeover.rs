@@ -173,7 +173,9 @@ async fn a_second_worker_started_while_the_first_keeps_committing_takes_over() {
     let mut conn = h.connect().await;
     install_write_audit(&mut conn).await;
     let (id, prefix) = h.create_monitor("takeover-busy");
-    let first = h.spawn_worker("w-first", &[], &[]);
+    // The first commits every 2 frames, so a commit often falls between
+    // the second's load and its first commit.
+    let first = h.spawn_worker("w-first", &[("RADAR_CHECKPOINT_INTERVAL", "2")], &[]);
     h.wait_status(id, START, "the first worker runs the monitor", |s| {
         state(s) == "running"
     })
