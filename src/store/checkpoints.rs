@@ -324,7 +324,12 @@ impl CheckpointWriter {
                                 .find(self.service_id)
                                 .filter(rows::signature.eq_any(&accepted)),
                         )
-                        .set(store.row_values(next))
+                        // The column default only applies on insert; each
+                        // commit must stamp its own time.
+                        .set((
+                            store.row_values(next),
+                            rows::committed_at.eq(diesel::dsl::now),
+                        ))
                         .execute(conn)
                         .await?;
                         if updated == 0 {

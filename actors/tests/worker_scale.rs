@@ -1,0 +1,111 @@
+//! 200 monitors in one `radar worker` process stay healthy while each
+//! receives data.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod worker_common;
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use worker_common::*;
+
+const MONITORS: usize = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_monitors_in_one_process_all_run_and_process_data() {
+    let h = Harness::new("worker_scale").await;
+    let monitors = h.create_monitors(MONITORS).await;
+    let started = Instant::now();
+    let worker = h.spawn_worker("w-scale", &[], &[]);
+    let mut publisher = Publisher::connect(h.broker.port).await;
+
+    let deadline = started + Duration::from_secs(240);
+    let mut all_running_at = None;
+    let mut last: HashMap<String, (String, u64)>;
+    loop {
+        // Every monitor gets a frame per round, running or not yet.
+        for (_, prefix) in &monitors {
+            publisher.frames(prefix, 1).await;
+        }
+        publisher.flush(Duration::from_secs(60)).await;
+        last = h
+            .status()
+            .into_iter()
+            .map(|s| {
+                (
+                    s["monitor_id"].as_str().unwrap_or("").to_string(),
+                    (state(&s).to_string(), processed(&s)),
+                )
+            })
+            .collect();
+        let healthy = monitors
+            .iter()
+            .filter(|(id, _)| {
+                last.get(&id.to_string())
+                    .is_some_and(|(state, n)| state == "running" && *n > 0)
+            })
+            .count();
+        if healthy == MONITORS {
+            all_running_at = Some(started.elapsed());
+            break;
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let rss = worker.rss_kib();
+    let Some(elapsed) = all_running_at else {
+        let mut states: HashMap<String, usize> = HashMap::new();
+        for (state, _) in last.values() {
+            *states.entry(state.clone()).or_default() += 1;
+        }
+        panic!(
+            "not every monitor ran with data in time: {states:?}; log tail:\n{}",
+            tail(&worker.log())
+        );
+    };
+    eprintln!(
+        "{MONITORS} monitors running with data after {elapsed:?}; worker RSS {} MiB",
+        rss / 1024
+    );
+
+    // Still healthy a few heartbeats later, with data still flowing.
+    let processed_then: HashMap<String, u64> =
+        last.iter().map(|(k, (_, n))| (k.clone(), *n)).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        for (_, prefix) in &monitors {
+            publisher.frames(prefix, 1).await;
+        }
+        publisher.flush(Duration::from_secs(60)).await;
+        let now: Vec<_> = h.status();
+        let advanced = now
+            .iter()
+            .filter(|s| {
+                let id = s["monitor_id"].as_str().unwrap_or("");
+                state(s) == "running" && processed(s) > processed_then.get(id).copied().unwrap_or(0)
+            })
+            .count();
+        if advanced == MONITORS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {advanced} of {MONITORS} monitors kept running and advancing"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!(
+        "{MONITORS} monitors still running and advancing; RSS {} MiB",
+        worker.rss_kib() / 1024
+    );
+}
+
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}

@@ -1,0 +1,251 @@
+//! PostgreSQL unavailable to a monitor for longer than the checkpoint
+//! timeout (its snapshot row locked from another connection): the model
+//! stops advancing while data keeps flowing, nothing committed is lost, and
+//! once the row is free it resumes and reports a `checkpoint_stall` gap.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod worker_common;
+
+use std::time::{Duration, Instant};
+
+use diesel::sql_types::Uuid as SqlUuid;
+use diesel_async::RunQueryDsl;
+use worker_common::*;
+
+const START: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
+    let h = Harness::new("worker_stall").await;
+    let (id, prefix) = h.create_monitor("stall");
+    let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
+    let worker = h.spawn_worker("w-stall", &env, &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
+
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 50).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "50 frames processed", |s| processed(s) == 50)
+        .await;
+    let mut conn = h.connect().await;
+    wait_snapshot(&mut conn, id, START, "50 frames committed", |r| {
+        r.processed_count == 50
+    })
+    .await;
+
+    // Hold the row lock: every checkpoint now waits and times out.
+    let mut blocker = h.connect().await;
+    diesel::sql_query("BEGIN")
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
+        .bind::<SqlUuid, _>(id)
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    let locked_at = Instant::now();
+    let committed = snapshot_row(&mut conn, id).await.expect("snapshot");
+
+    // Data keeps flowing while checkpoints cannot commit.
+    let mut stalled = None;
+    let deadline = Instant::now() + START;
+    while stalled.is_none() {
+        publisher.frames(&prefix, 2).await;
+        let row = h.status_of(id);
+        assert!(
+            Instant::now() < deadline,
+            "never checkpoint_stalled; last: {row:#}\n{}",
+            worker.log()
+        );
+        if state(&row) == "checkpoint_stalled" {
+            stalled = Some(row);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stalled = stalled.unwrap();
+    eprintln!("checkpoint_stalled after {:?} of lock", locked_at.elapsed());
+    let frozen = processed(&stalled);
+    // Two more heartbeats, with frames published in between: the count stays.
+    let beat = stalled["heartbeat_at"].clone();
+    let mut beats = 0;
+    let mut last_beat = beat;
+    let deadline = Instant::now() + START;
+    while beats < 2 {
+        publisher.frames(&prefix, 5).await;
+        publisher.flush(START).await;
+        let row = h.status_of(id);
+        if row["heartbeat_at"] != last_beat {
+            beats += 1;
+            last_beat = row["heartbeat_at"].clone();
+            assert_eq!(state(&row), "checkpoint_stalled", "{row:#}");
+            assert_eq!(
+                processed(&row),
+                frozen,
+                "the model must not advance while stalled: {row:#}"
+            );
+        }
+        assert!(Instant::now() < deadline, "no heartbeats while stalled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let gaps_now = gaps(&stalled["coverage"]);
+    assert!(
+        gaps_now.contains(&("checkpoint_stall".to_string(), false)),
+        "{gaps_now:?}"
+    );
+
+    diesel::sql_query("ROLLBACK")
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    let unlocked = Instant::now();
+    let after = snapshot_row(&mut conn, id).await.expect("snapshot");
+    assert!(
+        after.processed_count >= committed.processed_count,
+        "nothing committed is lost"
+    );
+    h.wait_status(id, START, "the monitor runs again", |s| {
+        state(s) == "running"
+    })
+    .await;
+    eprintln!("running again {:?} after the unlock", unlocked.elapsed());
+    publisher.frames(&prefix, 10).await;
+    publisher.flush(START).await;
+    let resumed = h
+        .wait_status(id, START, "the model advances again", |s| {
+            processed(s) >= frozen + 10
+        })
+        .await;
+    assert!(
+        gaps(&resumed["coverage"]).contains(&("checkpoint_stall".to_string(), true)),
+        "the closed stall gap is reported: {:#}",
+        resumed["coverage"]
+    );
+    let row = wait_snapshot(&mut conn, id, START, "a commit after the stall", |r| {
+        r.processed_count as u64 >= frozen + 10
+    })
+    .await;
+    assert!(row.processed_count >= committed.processed_count);
+    let (inspection, code) = h.inspect(id);
+    assert_eq!(code, Some(0), "{inspection:#}");
+    let rejected = counts(&inspection["counters"]["observations_rejected"]);
+    assert!(
+        rejected.get("model_stopped").copied().unwrap_or(0) > 0,
+        "input during the stall is drained and counted: {inspection:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_checkpoints_cannot_commit_stops_within_a_bound_and_keeps_the_committed_snapshot()
+ {
+    let h = Harness::new("worker_stall_term").await;
+    let (id, prefix) = h.create_monitor("stall-term");
+    let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
+    let mut worker = h.spawn_worker("w-stall-term", &env, &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 50).await;
+    publisher.flush(START).await;
+    let mut conn = h.connect().await;
+    wait_snapshot(&mut conn, id, START, "50 frames committed", |r| {
+        r.processed_count == 50
+    })
+    .await;
+
+    let mut blocker = h.connect().await;
+    diesel::sql_query("BEGIN")
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
+        .bind::<SqlUuid, _>(id)
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    publisher.frames(&prefix, 5).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "55 frames processed", |s| processed(s) == 55)
+        .await;
+
+    let stop = Instant::now();
+    worker.signal("TERM");
+    // The bound: checkpoint timeout plus the worker's stop grace (15 s).
+    let status = worker.wait_exit(Duration::from_secs(3 + 15 + 5)).await;
+    let took = stop.elapsed();
+    eprintln!("stop with a locked row took {took:?}, exit {status:?}");
+    diesel::sql_query("ROLLBACK")
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    let row = snapshot_row(&mut conn, id).await.expect("snapshot");
+    assert_eq!(row.processed_count, 50, "the committed snapshot is intact");
+    let (inspection, code) = h.inspect(id);
+    assert_eq!(code, Some(0), "{inspection:#}");
+    eprintln!(
+        "log tail:\n{}",
+        worker
+            .log()
+            .lines()
+            .rev()
+            .take(12)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_monitor_is_not_reported_as_checkpoint_stalled() {
+    let h = Harness::new("worker_idle").await;
+    let (id, prefix) = h.create_monitor("idle");
+    let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
+    let worker = h.spawn_worker("w-idle", &env, &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 45).await;
+    publisher.flush(START).await;
+    let mut conn = h.connect().await;
+    let committed = wait_snapshot(&mut conn, id, START, "45 frames committed", |r| {
+        r.processed_count == 45
+    })
+    .await;
+
+    // No data for well over the checkpoint timeout: nothing needs a
+    // checkpoint, so nothing is stalled.
+    let quiet_until = committed.committed_at + chrono::TimeDelta::seconds(8);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + START;
+    loop {
+        let row = h.status_of(id);
+        seen.push(state(&row).to_string());
+        let beat: Option<chrono::DateTime<chrono::Utc>> =
+            row["heartbeat_at"].as_str().and_then(|s| s.parse().ok());
+        if beat.is_some_and(|b| b > quiet_until) {
+            let stalls: Vec<_> = gaps(&row["coverage"])
+                .into_iter()
+                .filter(|(c, _)| c == "checkpoint_stall")
+                .collect();
+            assert!(
+                !seen.iter().any(|s| s == "checkpoint_stalled") && stalls.is_empty(),
+                "an idle monitor was reported stalled: states {seen:?}, stall gaps {stalls:?}; log:\n{}",
+                worker.log()
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no heartbeat after the quiet period"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The first frame after the quiet period is processed, not dropped.
+    publisher.frames(&prefix, 1).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "the next frame is processed", |s| {
+        processed(s) == 46
+    })
+    .await;
+}
