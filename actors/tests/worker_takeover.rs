@@ -158,16 +158,12 @@ fn stream_frames(port: u16, prefix: String, every: Duration) -> tokio::task::Joi
     })
 }
 
-/// Reproduces a race in the runtime (about one run in three here): when the
-/// first worker commits between the second's snapshot load and the second's
-/// checkpoint before subscribing, the second's commit is refused, which it
-/// treats as a terminal ownership loss and never retries, while the first
-/// keeps the monitor. In a rolling restart (the old worker commits its last
-/// snapshot on SIGTERM just after the new one loaded) this leaves the monitor
-/// running nowhere. Ignored until the runtime retries a refused
-/// before-subscribing checkpoint by reloading the newer snapshot.
+/// The race of a rolling update: the first worker commits between the
+/// second's snapshot load and the second's checkpoint before subscribing,
+/// so that checkpoint is refused. The second has computed nothing yet; it
+/// must start again from the newer snapshot and take over, never leave the
+/// monitor to the worker that is about to stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "runtime race: a refused checkpoint before subscribing is terminal for the newcomer"]
 async fn a_second_worker_started_while_the_first_keeps_committing_takes_over() {
     let h = Harness::new("worker_takeover_busy").await;
     let mut conn = h.connect().await;

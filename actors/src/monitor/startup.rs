@@ -42,6 +42,24 @@ fn core_error(e: CoreError) -> ExitReason {
     }
 }
 
+/// Start attempts when another worker keeps committing between this
+/// worker's load and its first commit (a busy monitor during a rolling
+/// update). Each attempt reloads the newer snapshot.
+const START_ATTEMPTS: u32 = 20;
+
+/// Why one start attempt did not get the monitor running.
+enum StartError {
+    /// Another worker committed after the load: reload and try again.
+    Superseded(ExitReason),
+    Exit(ExitReason),
+}
+
+impl From<ExitReason> for StartError {
+    fn from(reason: ExitReason) -> Self {
+        Self::Exit(reason)
+    }
+}
+
 /// Loads, restores and starts a monitor's actors.
 pub async fn start(
     worker: Arc<WorkerContext>,
@@ -50,6 +68,36 @@ pub async fn start(
     run_state: watch::Sender<RunState>,
     metrics: MonitorTelemetry,
 ) -> Result<Started, ExitReason> {
+    let mut attempt = 1;
+    loop {
+        let once = start_once(
+            worker.clone(),
+            row.clone(),
+            monitor.clone(),
+            run_state.clone(),
+            metrics.clone(),
+        );
+        match once.await {
+            Ok(started) => return Ok(started),
+            Err(StartError::Superseded(reason)) if attempt < START_ATTEMPTS => {
+                tracing::info!(monitor_id = %row.id, attempt, "{reason}");
+                attempt += 1;
+                // A little later each time, so a steady committer is not met
+                // at the same phase of its cycle.
+                tokio::time::sleep(std::time::Duration::from_millis(10 * u64::from(attempt))).await;
+            }
+            Err(StartError::Superseded(reason) | StartError::Exit(reason)) => return Err(reason),
+        }
+    }
+}
+
+async fn start_once(
+    worker: Arc<WorkerContext>,
+    row: MonitorRow,
+    monitor: Addr<MonitorActor>,
+    run_state: watch::Sender<RunState>,
+    metrics: MonitorTelemetry,
+) -> Result<Started, StartError> {
     let id = row.id;
     let config = row
         .monitor_config()
@@ -65,7 +113,8 @@ pub async fn start(
                 "monitor {id} runs graph run {} (revision {}); this worker does not execute graph runs yet",
                 graph.run_id, graph.revision
             ),
-        });
+        }
+        .into());
     }
     let binding = SnapshotBinding::for_monitor(id, &config);
     let now = Utc::now();
@@ -133,14 +182,14 @@ pub async fn start(
         Ok(Err(error)) => {
             let reason = ExitReason::Failed { error };
             halt_all(&reason);
-            return Err(reason);
+            return Err(reason.into());
         }
         Err(e) => {
             let reason = ExitReason::Failed {
                 error: format!("model actor unavailable: {e}"),
             };
             halt_all(&reason);
-            return Err(reason);
+            return Err(reason.into());
         }
     };
     let commit_started = std::time::Instant::now();
@@ -156,9 +205,10 @@ pub async fn start(
                 });
                 Some(writer)
             }
-            Err(reason) => {
-                halt_all(&reason);
-                return Err(reason);
+            Err(error) => {
+                let (StartError::Superseded(reason) | StartError::Exit(reason)) = &error;
+                halt_all(reason);
+                return Err(error);
             }
         },
     };
@@ -192,7 +242,7 @@ pub async fn start(
         Ok(ingestion) => ingestion,
         Err(reason) => {
             halt_all(&reason);
-            return Err(reason);
+            return Err(reason.into());
         }
     };
     model.do_send(AttachInput {
@@ -304,15 +354,16 @@ async fn first_commit(
     store: &CheckpointStore,
     sealed: &radar::snapshot::SealedSnapshot,
     loaded: Option<FencingToken>,
-) -> Result<CheckpointWriter, ExitReason> {
+) -> Result<CheckpointWriter, StartError> {
     let id = sealed.envelope.service_id;
     match loaded {
         None => match store.claim(sealed).await {
             Ok(Claim::Won(writer)) => Ok(writer),
-            Ok(Claim::Lost(lost)) => Err(superseded_while_starting(&lost)),
+            Ok(Claim::Lost(lost)) => Err(StartError::Superseded(superseded_while_starting(&lost))),
             Err(e) => Err(ExitReason::Failed {
                 error: format!("the first checkpoint of monitor {id} failed: {e}"),
-            }),
+            }
+            .into()),
         },
         Some(token) => match store
             .resume(id, token)
@@ -320,13 +371,16 @@ async fn first_commit(
             .await
         {
             WriteOutcome::Committed(writer) => Ok(writer),
-            WriteOutcome::OwnershipLost(lost) => Err(superseded_while_starting(&lost)),
+            WriteOutcome::OwnershipLost(lost) => {
+                Err(StartError::Superseded(superseded_while_starting(&lost)))
+            }
             WriteOutcome::Failed { error, .. } => Err(ExitReason::Failed {
                 error: format!(
                     "the checkpoint before subscribing of monitor {id} failed: {e}",
                     e = error
                 ),
-            }),
+            }
+            .into()),
         },
     }
 }
