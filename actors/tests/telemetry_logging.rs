@@ -123,3 +123,22 @@ async fn every_monitor_id_field_is_the_monitors_id() {
         }
     }
 }
+/// What a monitor's actors log runs inside one `monitor` span carrying the
+/// monitor's id, so a log pipeline can group a monitor's lines by span.
+#[tokio::test]
+async fn a_monitors_lines_run_in_its_monitor_span() {
+    let (id, stderr) = logged_run("telemetry_log_span").await;
+    let lines: Vec<_> = json_lines(&stderr)
+        .into_iter()
+        .filter(|l| {
+            l["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("radar::monitor::"))
+        })
+        .collect();
+    assert!(!lines.is_empty(), "{stderr}");
+    for line in lines {
+        assert_eq!(line["span"]["name"], "monitor", "{line}");
+        assert_eq!(line["span"]["monitor_id"], id.as_str(), "{line}");
+    }
+}

@@ -53,6 +53,7 @@ pub struct CheckpointActor {
     view: watch::Sender<CheckpointView>,
     rejected_results: u64,
     metrics: MonitorTelemetry,
+    span: tracing::Span,
 }
 
 impl CheckpointActor {
@@ -64,8 +65,10 @@ impl CheckpointActor {
         monitor: Addr<MonitorActor>,
         view: watch::Sender<CheckpointView>,
         metrics: MonitorTelemetry,
+        span: tracing::Span,
     ) -> Self {
         Self {
+            span,
             metrics,
             service_id,
             slot: Slot::Busy,
@@ -97,6 +100,7 @@ impl CheckpointActor {
 
     /// Starts the next write if the writer is free.
     fn drive(&mut self, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         match std::mem::replace(&mut self.slot, Slot::Busy) {
             Slot::Idle(writer) => {
                 if let Some(next) = self.next.take() {
@@ -140,6 +144,7 @@ impl CheckpointActor {
         async move { writer.checkpoint(&sealed, &batch).await }
             .into_actor(self)
             .map(move |outcome, act, ctx| {
+                let _span = act.span.clone().entered();
                 let last = next.last;
                 match outcome {
                     WriteOutcome::Committed(writer) => {
@@ -200,26 +205,33 @@ impl CheckpointActor {
         let batch = self.pending.clone();
         async move { writer.commit_evidence(&batch).await }
             .into_actor(self)
-            .map(move |outcome, act, _| match outcome {
-                WriteOutcome::Committed(writer) => {
-                    act.drop_committed(included);
-                    act.slot = Slot::Idle(writer);
-                }
-                WriteOutcome::Failed { writer, error } => {
-                    tracing::warn!(monitor_id = %act.service_id, error = %error, "An evidence batch failed; it stays queued.");
-                    act.metrics.emit(events::CheckpointFailed {
-                        reason: failure_kind(&error),
-                        error: &error.to_string(),
-                    });
-                    act.view.send_modify(|v| {
-                        v.failures += 1;
-                        v.last_error = Some(error.to_string());
-                    });
-                    act.slot = Slot::Idle(writer);
-                }
-                WriteOutcome::OwnershipLost(lost) => act.lose(lost),
+            .map(move |outcome, act, _| {
+                let _span = act.span.clone().entered();
+                act.settle_batch(outcome, included);
             })
             .wait(ctx);
+    }
+
+    fn settle_batch(&mut self, outcome: WriteOutcome, included: (usize, usize)) {
+        match outcome {
+            WriteOutcome::Committed(writer) => {
+                self.drop_committed(included);
+                self.slot = Slot::Idle(writer);
+            }
+            WriteOutcome::Failed { writer, error } => {
+                tracing::warn!(monitor_id = %self.service_id, error = %error, "An evidence batch failed; it stays queued.");
+                self.metrics.emit(events::CheckpointFailed {
+                    reason: failure_kind(&error),
+                    error: &error.to_string(),
+                });
+                self.view.send_modify(|v| {
+                    v.failures += 1;
+                    v.last_error = Some(error.to_string());
+                });
+                self.slot = Slot::Idle(writer);
+            }
+            WriteOutcome::OwnershipLost(lost) => self.lose(lost),
+        }
     }
 
     /// Removes what a transaction committed: the results that were pending
@@ -250,6 +262,7 @@ impl Actor for CheckpointActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         ctx.run_interval(FLUSH_EVERY, |act, ctx| act.drive(ctx));
     }
 }
@@ -267,6 +280,7 @@ impl Handler<Claimed> for CheckpointActor {
     type Result = ();
 
     fn handle(&mut self, msg: Claimed, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         self.model = Some(msg.model);
         let (slot, ownership, token) = match msg.writer {
             Some(writer) => {
@@ -290,6 +304,7 @@ impl Handler<SnapshotReady> for CheckpointActor {
     type Result = ();
 
     fn handle(&mut self, msg: SnapshotReady, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         if matches!(self.slot, Slot::Lost) {
             return;
         }
@@ -302,6 +317,7 @@ impl Handler<NewResults> for CheckpointActor {
     type Result = ();
 
     fn handle(&mut self, msg: NewResults, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         if matches!(self.slot, Slot::Lost) {
             self.rejected_results += msg.results.len() as u64;
             tracing::warn!(monitor_id = %self.service_id, rejected = self.rejected_results, "Rejected new results: this worker lost ownership of the monitor.");
@@ -317,6 +333,7 @@ impl Handler<Halt> for CheckpointActor {
     type Result = ();
 
     fn handle(&mut self, msg: Halt, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         tracing::info!(monitor_id = %self.service_id, reason = %msg.reason, pending = self.pending.len(), "Checkpoint writer halted; pending results stay unwritten.");
         if !matches!(self.slot, Slot::Lost) {
             self.slot = Slot::Lost;

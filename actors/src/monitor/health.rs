@@ -74,6 +74,7 @@ pub struct HealthActor {
     state: watch::Sender<RunState>,
     halted: bool,
     metrics: MonitorTelemetry,
+    span: tracing::Span,
 }
 
 impl HealthActor {
@@ -84,8 +85,10 @@ impl HealthActor {
         monitor: Addr<MonitorActor>,
         state: watch::Sender<RunState>,
         metrics: MonitorTelemetry,
+        span: tracing::Span,
     ) -> Self {
         Self {
+            span,
             metrics,
             service_id,
             inputs,
@@ -143,6 +146,7 @@ impl HealthActor {
     }
 
     fn beat(&mut self, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         if self.halted {
             return;
         }
@@ -177,7 +181,9 @@ impl HealthActor {
         let record = self.record(state);
         async move { reporter.report(&record).await }
             .into_actor(self)
-            .map(|outcome, act, _| match outcome {
+            .map(|outcome, act, _| {
+                let _span = act.span.clone().entered();
+                match outcome {
                 HealthOutcome::Written(reporter) => act.reporter = Some(reporter),
                 HealthOutcome::Failed { reporter, error } => {
                     tracing::warn!(monitor_id = %act.service_id, %error, "Could not write the monitor's health status.");
@@ -185,6 +191,7 @@ impl HealthActor {
                 }
                 HealthOutcome::OwnershipLost(lost) => {
                     act.monitor.do_send(LostOwnership { lost });
+                }
                 }
             })
             .spawn(ctx);
@@ -195,6 +202,7 @@ impl Actor for HealthActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         self.beat(ctx);
         ctx.run_interval(HEARTBEAT, |act, ctx| act.beat(ctx));
     }
@@ -204,6 +212,7 @@ impl Handler<Halt> for HealthActor {
     type Result = ();
 
     fn handle(&mut self, _: Halt, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         self.halted = true;
         ctx.stop();
     }
@@ -220,6 +229,7 @@ impl Handler<FinalReport> for HealthActor {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, msg: FinalReport, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
         self.halted = true;
         let reporter = self.reporter.take();
         let mut record = self.record(RunState::Running);

@@ -20,6 +20,7 @@ pub struct IngestionActor {
     model: Addr<ModelActor>,
     events: Option<mpsc::Receiver<ConnectionEvent>>,
     metrics: MonitorTelemetry,
+    span: tracing::Span,
 }
 
 /// Stops ingestion: unsubscribe, disconnect, close the queue. Resolves when done.
@@ -34,8 +35,10 @@ impl IngestionActor {
         events: mpsc::Receiver<ConnectionEvent>,
         model: Addr<ModelActor>,
         metrics: MonitorTelemetry,
+        span: tracing::Span,
     ) -> Self {
         Self {
+            span,
             metrics,
             service_id,
             control: Some(control),
@@ -49,6 +52,7 @@ impl Actor for IngestionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         if let Some(events) = self.events.take() {
             ctx.add_stream(ReceiverStream::new(events));
         }
@@ -57,6 +61,7 @@ impl Actor for IngestionActor {
 
 impl StreamHandler<ConnectionEvent> for IngestionActor {
     fn handle(&mut self, event: ConnectionEvent, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         match &event {
             ConnectionEvent::Connected { attempt, .. } => {
                 tracing::info!(monitor_id = %self.service_id, attempt, "Connected: every subscription is acknowledged.")
@@ -92,6 +97,7 @@ impl Handler<StopIngestion> for IngestionActor {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, _: StopIngestion, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
         let control = self.control.take();
         Box::pin(async move {
             if let Some(control) = control {

@@ -73,6 +73,8 @@ pub struct MonitorActor {
     stop_requested: bool,
     run_state: watch::Sender<RunState>,
     metrics: MonitorTelemetry,
+    /// Every log line of this monitor's actors runs inside it.
+    span: tracing::Span,
 }
 
 impl MonitorActor {
@@ -84,6 +86,7 @@ impl MonitorActor {
     ) -> Self {
         let (run_state, _) = watch::channel(RunState::Starting);
         Self {
+            span: tracing::info_span!("monitor", monitor_id = %row.id),
             metrics,
             worker,
             row,
@@ -156,12 +159,13 @@ impl Actor for MonitorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         let worker = self.worker.clone();
         let row = self.row.clone();
         let me = ctx.address();
         let run_state = self.run_state.clone();
         let metrics = self.metrics.clone();
-        startup::start(worker, row, me, run_state, metrics)
+        startup::start(worker, row, me, run_state, metrics, self.span.clone())
             .into_actor(self)
             .map(|result, act, ctx| match result {
                 Ok(Started {
@@ -191,6 +195,7 @@ impl Handler<Stop> for MonitorActor {
     type Result = ();
 
     fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         match self.stage {
             Stage::Starting => self.stop_requested = true,
             Stage::Running => self.begin_stop(ctx),
@@ -203,6 +208,7 @@ impl Handler<InputDrained> for MonitorActor {
     type Result = ();
 
     fn handle(&mut self, _: InputDrained, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         tracing::debug!(monitor_id = %self.id(), "Ingress queue drained; waiting for the last snapshot.");
     }
 }
@@ -211,6 +217,7 @@ impl Handler<LastSnapshotSettled> for MonitorActor {
     type Result = ();
 
     fn handle(&mut self, msg: LastSnapshotSettled, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         if msg.committed {
             tracing::info!(monitor_id = %self.id(), "Committed the last snapshot.");
         }
@@ -222,6 +229,7 @@ impl Handler<LostOwnership> for MonitorActor {
     type Result = ();
 
     fn handle(&mut self, msg: LostOwnership, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         tracing::error!(monitor_id = %self.id(), "{}", msg.lost);
         self.finish(
             ExitReason::OwnershipLost {

@@ -59,6 +59,7 @@ pub struct ModelActor {
     /// Restored and still waiting for the first new frame, which measures
     /// the possible coverage gap since the snapshot's save time.
     gap_pending_since: Option<chrono::DateTime<Utc>>,
+    span: tracing::Span,
 }
 
 /// Everything a model actor starts with.
@@ -72,6 +73,7 @@ pub struct ModelSetup {
     pub monitor: Addr<MonitorActor>,
     pub view: watch::Sender<ModelView>,
     pub metrics: MonitorTelemetry,
+    pub span: tracing::Span,
 }
 
 impl ModelActor {
@@ -94,6 +96,7 @@ impl ModelActor {
             halted: false,
             gap_pending_since: None,
             metrics: setup.metrics,
+            span: setup.span,
         };
         actor.gap_pending_since = actor.core.recovery().restored_processed_count.and(
             actor
@@ -242,6 +245,7 @@ impl ModelActor {
     }
 
     fn tick(&mut self) {
+        let _span = self.span.clone().entered();
         if self.halted || self.finished {
             return;
         }
@@ -273,12 +277,14 @@ impl Actor for ModelActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         ctx.run_interval(TICK, |act, _| act.tick());
     }
 }
 
 impl StreamHandler<RawMessage> for ModelActor {
     fn handle(&mut self, message: RawMessage, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         if self.halted {
             return;
         }
@@ -292,6 +298,7 @@ impl StreamHandler<RawMessage> for ModelActor {
 
     /// The queue ended because ingestion stopped: take the last snapshot.
     fn finished(&mut self, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         if self.halted || self.finished {
             return;
         }
@@ -306,6 +313,7 @@ impl Handler<AttachInput> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, msg: AttachInput, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         ctx.add_stream(ReceiverStream::new(msg.messages));
     }
 }
@@ -314,6 +322,7 @@ impl Handler<SealNow> for ModelActor {
     type Result = Result<SealedSnapshot, String>;
 
     fn handle(&mut self, msg: SealNow, _: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
         if self.halted {
             return Err("the monitor is halted".into());
         }
@@ -327,6 +336,7 @@ impl Handler<CommitReport> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, msg: CommitReport, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         if self.halted {
             return;
         }
@@ -347,6 +357,7 @@ impl Handler<Connection> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, msg: Connection, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         if self.halted {
             return;
         }
@@ -362,6 +373,7 @@ impl Handler<Halt> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, msg: Halt, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
         tracing::info!(monitor_id = %self.core.service_id(), reason = %msg.reason, "Model halted.");
         self.halted = true;
         ctx.stop();

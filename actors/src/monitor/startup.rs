@@ -17,6 +17,7 @@ use radar::{
     },
 };
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::{
     MonitorActor,
@@ -67,6 +68,7 @@ pub async fn start(
     monitor: Addr<MonitorActor>,
     run_state: watch::Sender<RunState>,
     metrics: MonitorTelemetry,
+    span: tracing::Span,
 ) -> Result<Started, ExitReason> {
     let mut attempt = 1;
     loop {
@@ -76,8 +78,9 @@ pub async fn start(
             monitor.clone(),
             run_state.clone(),
             metrics.clone(),
+            span.clone(),
         );
-        match once.await {
+        match once.instrument(span.clone()).await {
             Ok(started) => return Ok(started),
             Err(StartError::Superseded(reason)) if attempt < START_ATTEMPTS => {
                 tracing::info!(monitor_id = %row.id, attempt, "{reason}");
@@ -97,6 +100,7 @@ async fn start_once(
     monitor: Addr<MonitorActor>,
     run_state: watch::Sender<RunState>,
     metrics: MonitorTelemetry,
+    span: tracing::Span,
 ) -> Result<Started, StartError> {
     let id = row.id;
     let config = row
@@ -144,6 +148,7 @@ async fn start_once(
         monitor.clone(),
         checkpoint_view,
         metrics.clone(),
+        span.clone(),
     )
     .start();
     let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
@@ -157,6 +162,7 @@ async fn start_once(
         monitor: monitor.clone(),
         view: model_view,
         metrics: metrics.clone(),
+        span: span.clone(),
     };
     let model =
         ModelActor::start_in_arbiter(&worker.model_arbiter(), move |_| ModelActor::new(setup));
@@ -262,6 +268,7 @@ async fn start_once(
         monitor.clone(),
         run_state,
         metrics.clone(),
+        span.clone(),
     )
     .start();
     let ingestion = IngestionActor::new(
@@ -270,6 +277,7 @@ async fn start_once(
         ingestion.events,
         model.clone(),
         metrics,
+        span,
     )
     .start();
     tracing::info!(monitor_id = %id, name = %row.name, "Monitor started; subscribing.");
