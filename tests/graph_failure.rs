@@ -6,47 +6,12 @@ mod graph_support;
 
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use diesel::sql_types::{Bytea, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use graph_support::*;
-use radar::graph::{FailureDiagnostics, LAUNCH_CONTRACT_VERSION};
-use radar::store::{
-    self, Activated, Admission, AdmissionRefusal, FailureRecord, GraphStore, StopOutcome,
-};
+use radar::graph::LAUNCH_CONTRACT_VERSION;
+use radar::store::{self, Admission, AdmissionRefusal, FailureRecord, StopOutcome};
 use uuid::Uuid;
-
-const TOKEN: [u8; 32] = [0x5a; 32];
-
-fn diagnostics(node: &str) -> FailureDiagnostics {
-    FailureDiagnostics {
-        failed_node: node.into(),
-        node_type: "fail_after".into(),
-        reason: "injected uncertain failure after 3 updates".into(),
-        frame_ts: Utc::now(),
-        frames_applied: 3,
-        semantics_hash: "0".repeat(64),
-    }
-}
-
-async fn setup(tag: &str) -> (common::TestDb, GraphStore, AsyncPgConnection) {
-    let db = common::migrated_database(tag).await;
-    let graphs = GraphStore::new(store::connect(&db.url, 4).await.unwrap());
-    graphs.publish(definition(example())).await.unwrap();
-    let conn = common::connect(&db).await;
-    (db, graphs, conn)
-}
-
-/// A run admitted by a worker that committed its first snapshot.
-async fn running(graphs: &GraphStore, conn: &mut AsyncPgConnection) -> Activated {
-    let run = graphs.activate("pump-7-graph", 1).await.unwrap();
-    put_snapshot(conn, run.service_id, &TOKEN).await;
-    assert!(matches!(
-        graphs.admit(run.run_id, run.service_id).await.unwrap(),
-        Admission::Admitted(_)
-    ));
-    run
-}
 
 #[tokio::test]
 async fn a_failure_commits_status_and_diagnostics_and_leaves_the_snapshot_alone() {

@@ -12,43 +12,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use chrono::Utc;
-use diesel_async::AsyncPgConnection;
 use graph_support::*;
-use radar::graph::FailureDiagnostics;
-use radar::store::{self, Activated, Admission, FailureRecord, GraphStore, RetriedFailure};
+use radar::store::{self, FailureRecord, GraphStore, RetriedFailure};
 use tokio::net::{TcpListener, TcpStream};
-
-const TOKEN: [u8; 32] = [0x5a; 32];
-
-fn diagnostics(node: &str) -> FailureDiagnostics {
-    FailureDiagnostics {
-        failed_node: node.into(),
-        node_type: "fail_after".into(),
-        reason: "injected uncertain failure after 3 updates".into(),
-        frame_ts: Utc::now(),
-        frames_applied: 3,
-        semantics_hash: "0".repeat(64),
-    }
-}
-
-async fn setup(tag: &str) -> (common::TestDb, GraphStore, AsyncPgConnection) {
-    let db = common::migrated_database(tag).await;
-    let graphs = GraphStore::new(store::connect(&db.url, 4).await.unwrap());
-    graphs.publish(definition(example())).await.unwrap();
-    let conn = common::connect(&db).await;
-    (db, graphs, conn)
-}
-
-async fn running(graphs: &GraphStore, conn: &mut AsyncPgConnection) -> Activated {
-    let run = graphs.activate("pump-7-graph", 1).await.unwrap();
-    put_snapshot(conn, run.service_id, &TOKEN).await;
-    assert!(matches!(
-        graphs.admit(run.run_id, run.service_id).await.unwrap(),
-        Admission::Admitted(_)
-    ));
-    run
-}
 
 /// A TCP relay to PostgreSQL that can be cut (dropping every relayed
 /// connection and refusing new ones) and restored.

@@ -2,9 +2,11 @@
 //! and a snapshot row written the way a checkpoint writer would leave it.
 #![allow(dead_code)]
 
+use chrono::Utc;
 use diesel::sql_types::{Bytea, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use radar::graph::GraphDefinition;
+use radar::graph::{FailureDiagnostics, GraphDefinition};
+use radar::store::{self, Activated, Admission, GraphStore};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -75,4 +77,39 @@ pub async fn snapshot_row(conn: &mut AsyncPgConnection, service_id: Uuid) -> Str
     .await
     .unwrap();
     rows.into_iter().map(|r| r.row).collect()
+}
+
+/// The fencing token the tests' snapshot rows carry.
+pub const TOKEN: [u8; 32] = [0x5a; 32];
+
+/// What a quarantined run reports about its failed node.
+pub fn diagnostics(node: &str) -> FailureDiagnostics {
+    FailureDiagnostics {
+        failed_node: node.into(),
+        node_type: "fail_after".into(),
+        reason: "injected uncertain failure after 3 updates".into(),
+        frame_ts: Utc::now(),
+        frames_applied: 3,
+        semantics_hash: "0".repeat(64),
+    }
+}
+
+/// A migrated database with the example graph published.
+pub async fn setup(tag: &str) -> (crate::common::TestDb, GraphStore, AsyncPgConnection) {
+    let db = crate::common::migrated_database(tag).await;
+    let graphs = GraphStore::new(store::connect(&db.url, 4).await.unwrap());
+    graphs.publish(definition(example())).await.unwrap();
+    let conn = crate::common::connect(&db).await;
+    (db, graphs, conn)
+}
+
+/// A run admitted by a worker that committed its first snapshot.
+pub async fn running(graphs: &GraphStore, conn: &mut AsyncPgConnection) -> Activated {
+    let run = graphs.activate("pump-7-graph", 1).await.unwrap();
+    put_snapshot(conn, run.service_id, &TOKEN).await;
+    assert!(matches!(
+        graphs.admit(run.run_id, run.service_id).await.unwrap(),
+        Admission::Admitted(_)
+    ));
+    run
 }
