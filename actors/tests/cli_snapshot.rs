@@ -42,17 +42,13 @@ fn run(db: &common::TestDb, args: &[&str]) -> Output {
     radar(db).args(args).output().expect("run radar")
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
 fn spawn_worker(db: &common::TestDb, id: &str) -> Child {
     radar(db)
         .args(["worker", "--monitor", id])
-        .env("RADAR_METRICS_ADDR", format!("127.0.0.1:{}", free_port()))
+        .env(
+            "RADAR_METRICS_ADDR",
+            format!("127.0.0.1:{}", common::free_port()),
+        )
         .env("RADAR_WORKER_ID", "inspect-test")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -142,7 +138,10 @@ async fn inspect_verifies_a_worker_snapshot_and_names_the_reason_once_tampered()
     // A worker refuses to start the monitor from that row, and says why.
     let out = radar(&db)
         .args(["worker", "--monitor", &id])
-        .env("RADAR_METRICS_ADDR", format!("127.0.0.1:{}", free_port()))
+        .env(
+            "RADAR_METRICS_ADDR",
+            format!("127.0.0.1:{}", common::free_port()),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "startup failure exits 2");
@@ -163,7 +162,10 @@ async fn the_worker_refuses_a_database_migrated_by_a_newer_binary() {
     common::mark_migrated_by_newer_binary(&db).await;
     let out = radar(&db)
         .arg("worker")
-        .env("RADAR_METRICS_ADDR", format!("127.0.0.1:{}", free_port()))
+        .env(
+            "RADAR_METRICS_ADDR",
+            format!("127.0.0.1:{}", common::free_port()),
+        )
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -92,3 +92,11 @@ pub async fn mark_migrated_by_newer_binary(db: &TestDb) {
         .await
         .expect("record a newer migration");
 }
+
+/// A loopback port nobody listens on right now, for a test's own listener.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free loopback port")
+}

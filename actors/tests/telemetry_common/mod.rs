@@ -7,7 +7,7 @@
 use std::{
     fs,
     io::{Read, Write},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -39,12 +39,7 @@ false_alarm_rate = 0.05
 }
 
 /// A free TCP port on 127.0.0.1 (released at once; the caller binds it).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+pub use common::free_port;
 
 /// Polls `probe` every 100 ms until it returns `Some`, or panics after
 /// `within` with `what` and the last value seen by `describe`.
