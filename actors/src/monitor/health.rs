@@ -71,7 +71,8 @@ pub struct HealthActor {
     ever_connected: bool,
     /// Messages consumed at the last check, and when that number last moved.
     progress: (u64, Instant),
-    state: watch::Sender<RunState>,
+    /// The state last assessed, to log and emit transitions once.
+    state: RunState,
     halted: bool,
     metrics: MonitorTelemetry,
     span: tracing::Span,
@@ -83,7 +84,6 @@ impl HealthActor {
         inputs: HealthInputs,
         reporter: Option<HealthReporter>,
         monitor: Addr<MonitorActor>,
-        state: watch::Sender<RunState>,
         metrics: MonitorTelemetry,
         span: tracing::Span,
     ) -> Self {
@@ -96,7 +96,7 @@ impl HealthActor {
             monitor,
             ever_connected: false,
             progress: (0, Instant::now()),
-            state,
+            state: RunState::Starting,
             halted: false,
         }
     }
@@ -151,7 +151,7 @@ impl HealthActor {
             return;
         }
         let state = self.assess();
-        let previous = *self.state.borrow();
+        let previous = self.state;
         if previous != state {
             tracing::info!(monitor_id = %self.service_id, state = state.as_str(), "Monitor state changed.");
             match (previous, state) {
@@ -174,7 +174,7 @@ impl HealthActor {
             .admitted
             .saturating_sub(self.inputs.model.borrow().consumed);
         self.metrics.set_queue_depth(queued as usize);
-        self.state.send_replace(state);
+        self.state = state;
         let Some(reporter) = self.reporter.take() else {
             return;
         };

@@ -25,10 +25,8 @@ use radar::{
     store::MonitorRow,
     telemetry::{MonitorTelemetry, events},
 };
-use tokio::sync::watch;
 use uuid::Uuid;
 
-pub use health::RunState;
 pub use messages::Stop;
 
 use self::{
@@ -71,7 +69,6 @@ pub struct MonitorActor {
     parts: Option<Parts>,
     stage: Stage,
     stop_requested: bool,
-    run_state: watch::Sender<RunState>,
     metrics: MonitorTelemetry,
     /// Every log line of this monitor's actors runs inside it.
     span: tracing::Span,
@@ -84,7 +81,6 @@ impl MonitorActor {
         metrics: MonitorTelemetry,
         supervisor: Recipient<MonitorExited>,
     ) -> Self {
-        let (run_state, _) = watch::channel(RunState::Starting);
         Self {
             span: tracing::info_span!("monitor", monitor_id = %row.id),
             metrics,
@@ -94,7 +90,6 @@ impl MonitorActor {
             parts: None,
             stage: Stage::Starting,
             stop_requested: false,
-            run_state,
         }
     }
 
@@ -163,9 +158,8 @@ impl Actor for MonitorActor {
         let worker = self.worker.clone();
         let row = self.row.clone();
         let me = ctx.address();
-        let run_state = self.run_state.clone();
         let metrics = self.metrics.clone();
-        startup::start(worker, row, me, run_state, metrics, self.span.clone())
+        startup::start(worker, row, me, metrics, self.span.clone())
             .into_actor(self)
             .map(|result, act, ctx| match result {
                 Ok(Started {

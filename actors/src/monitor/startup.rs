@@ -22,7 +22,7 @@ use tracing::Instrument;
 use super::{
     MonitorActor,
     checkpoint::{CheckpointActor, Claimed},
-    health::{HealthActor, HealthInputs, RunState},
+    health::{HealthActor, HealthInputs},
     ingestion::IngestionActor,
     messages::{AttachInput, CommitReport, Halt, SealNow},
     model::{ModelActor, ModelSetup},
@@ -66,7 +66,6 @@ pub async fn start(
     worker: Arc<WorkerContext>,
     row: MonitorRow,
     monitor: Addr<MonitorActor>,
-    run_state: watch::Sender<RunState>,
     metrics: MonitorTelemetry,
     span: tracing::Span,
 ) -> Result<Started, ExitReason> {
@@ -76,7 +75,6 @@ pub async fn start(
             worker.clone(),
             row.clone(),
             monitor.clone(),
-            run_state.clone(),
             metrics.clone(),
             span.clone(),
         );
@@ -98,7 +96,6 @@ async fn start_once(
     worker: Arc<WorkerContext>,
     row: MonitorRow,
     monitor: Addr<MonitorActor>,
-    run_state: watch::Sender<RunState>,
     metrics: MonitorTelemetry,
     span: tracing::Span,
 ) -> Result<Started, StartError> {
@@ -266,7 +263,6 @@ async fn start_once(
         inputs,
         reporter,
         monitor.clone(),
-        run_state,
         metrics.clone(),
         span.clone(),
     )
