@@ -46,7 +46,10 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
     );
     // A re-publish of an observation already taken: at the watermark.
     broker.publish(&topic, &format!(r#"{{"ts": {}, "value": 3.25}}"#, base + 5));
-    let received = GOOD + 3;
+    // Larger than RADAR_MQTT_MAX_MESSAGE_BYTES (4096): refused on the network
+    // side, before the model, and still counted by reason.
+    broker.publish(&topic, &"x".repeat(5000));
+    let received = GOOD + 4;
 
     let text = wait_for(
         Duration::from_secs(30),
@@ -74,7 +77,7 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
         Some(GOOD as f64),
         "{text}"
     );
-    for reason in ["not_json", "value_not_a_number", "stale"] {
+    for reason in ["not_json", "value_not_a_number", "stale", "too_large"] {
         assert_eq!(
             value("radar_observations_rejected_total", &[("reason", reason)]),
             Some(1.0),
@@ -86,7 +89,7 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
         .filter(|l| l.starts_with("radar_observations_rejected_total{") && l.contains(&id))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum();
-    assert_eq!(rejected_total, 3.0, "no other rejection:\n{text}");
+    assert_eq!(rejected_total, 4.0, "no other rejection:\n{text}");
     assert_eq!(
         value("radar_frames_emitted_total", &[]),
         Some(GOOD as f64),

@@ -186,12 +186,6 @@ impl MonitorCore {
         self.suspended
     }
 
-    /// Counts an observation the network side refused (unknown topic, too large).
-    pub fn count_network_rejection(&mut self, reason: PayloadRejection) {
-        self.counters.observations_received += 1;
-        self.reject(reason.into());
-    }
-
     /// Offers one parsed-or-not observation. `payload` is the raw body;
     /// `now` is this worker's processing time (receipt plus time queued).
     pub fn ingest(

@@ -11,7 +11,7 @@ use std::{
 
 use actix::prelude::*;
 use chrono::Utc;
-use radar::telemetry::{MonitorTelemetry, events};
+use radar::telemetry::{MonitorTelemetry, RejectReason, events};
 use radar::{
     mqtt::{IngressCounters, LinkStatus},
     store::{HealthOutcome, HealthRecord, HealthReporter},
@@ -73,6 +73,9 @@ pub struct HealthActor {
     progress: (u64, Instant),
     /// The state last assessed, to log and emit transitions once.
     state: RunState,
+    /// Network-side rejections (unknown topic, too large) already counted
+    /// in metrics; the model never sees those messages.
+    network_rejected: (u64, u64),
     halted: bool,
     metrics: MonitorTelemetry,
     span: tracing::Span,
@@ -97,6 +100,7 @@ impl HealthActor {
             ever_connected: false,
             progress: (0, Instant::now()),
             state: RunState::Starting,
+            network_rejected: (0, 0),
             halted: false,
         }
     }
@@ -122,6 +126,26 @@ impl HealthActor {
         } else {
             RunState::Starting
         }
+    }
+
+    /// Emits the network side's rejections since the last heartbeat, so
+    /// they are counted by reason like every other rejection.
+    fn count_network_rejections(&mut self, unknown_topic: u64, too_large: u64) {
+        let (seen_unknown, seen_large) = self.network_rejected;
+        for (reason, count) in [
+            (
+                RejectReason::UnknownTopic,
+                unknown_topic.saturating_sub(seen_unknown),
+            ),
+            (RejectReason::TooLarge, too_large.saturating_sub(seen_large)),
+        ] {
+            if count > 0 {
+                self.metrics.emit(events::ObservationsReceived { count });
+                self.metrics
+                    .emit(events::ObservationsRejected { reason, count });
+            }
+        }
+        self.network_rejected = (unknown_topic, too_large);
     }
 
     fn record(&self, state: RunState) -> HealthRecord {
@@ -167,10 +191,9 @@ impl HealthActor {
                 _ => {}
             }
         }
-        let queued = self
-            .inputs
-            .ingress
-            .snapshot()
+        let ingress = self.inputs.ingress.snapshot();
+        self.count_network_rejections(ingress.unknown_topic, ingress.too_large);
+        let queued = ingress
             .admitted
             .saturating_sub(self.inputs.model.borrow().consumed);
         self.metrics.set_queue_depth(queued as usize);
