@@ -60,6 +60,11 @@ use crate::config::FieldErrors;
 /// activated under; a binary refuses runs of any other contract.
 pub const LAUNCH_CONTRACT_VERSION: i32 = 1;
 
+/// The version of the node types' arithmetic and state. A graph run's
+/// snapshot records it among its runtime versions, so a binary whose nodes
+/// compute differently refuses to restore it. Bump on any such change.
+pub const NODES_VERSION: u32 = 1;
+
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
     #[error("the graph file is not a valid graph definition: {0}")]
