@@ -9,14 +9,16 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::graph_run::{GraphFrame, GraphRun};
+
+mod graph;
 use crate::{
     align::{Admission, AlignError, Aligner, Frame, Observation},
     config::MonitorConfig,
     coverage::{CoverageHistory, GapCause},
     detector::{AlarmEvent, Detector, DetectorError, Outcome, Phase, Scored},
-    graph::{CompiledGraph, FailureDiagnostics, FrameReport},
+    graph::{FailureDiagnostics, FrameReport},
     mqtt::payload::PayloadRejection,
-    snapshot::{BoundGraph, ManagedState, ProcessingCounters, RecoveryMetadata},
+    snapshot::{ManagedState, ProcessingCounters, RecoveryMetadata},
     store::{AlarmRecord, EvidenceRecord, PendingResults},
     telemetry::RejectReason,
 };
@@ -55,8 +57,10 @@ pub enum ExportError {
     Quarantined { service_id: Uuid },
 }
 
-/// What scores the frames.
+/// What scores the frames. One per monitor, moved only when the monitor is
+/// built, so the size difference of the variants costs nothing.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 enum Engine {
     /// The built-in detector of a plain monitor.
     Detector(Detector),
@@ -128,20 +132,6 @@ impl MonitorCore {
         Self::fresh_with(service_id, config, Engine::Detector(detector), now)
     }
 
-    /// A graph run with no snapshot: the revision's nodes in their initial
-    /// state (detectors start training) and a startup gap.
-    pub fn fresh_graph(
-        service_id: Uuid,
-        config: MonitorConfig,
-        graph: CompiledGraph,
-        now: DateTime<Utc>,
-    ) -> Result<Self, CoreError> {
-        let bound = bound_graph(service_id, &config, &graph)?;
-        let run = GraphRun::fresh(graph, bound)
-            .map_err(|reason| CoreError::Graph { service_id, reason })?;
-        Self::fresh_with(service_id, config, Engine::Graph(run), now)
-    }
-
     fn fresh_with(
         service_id: Uuid,
         config: MonitorConfig,
@@ -190,42 +180,6 @@ impl MonitorCore {
             saved_at,
             now,
         )
-    }
-
-    /// A graph run restored from its verified snapshot: the executor
-    /// continues from the snapshot's graph state, which must have been
-    /// computed under this revision's semantics. A snapshot taken before
-    /// the first frame may carry no graph state; the graph then starts fresh.
-    pub fn restore_graph(
-        service_id: Uuid,
-        config: MonitorConfig,
-        graph: CompiledGraph,
-        mut state: ManagedState,
-        saved_at: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<Self, CoreError> {
-        let bound = bound_graph(service_id, &config, &graph)?;
-        let run = match state.graph.take() {
-            Some(checkpoint) if checkpoint.bound != bound => {
-                return Err(CoreError::Graph {
-                    service_id,
-                    reason: "the snapshot's graph state was computed under another binding".into(),
-                });
-            }
-            Some(checkpoint) => GraphRun::restore(graph, bound, checkpoint.state),
-            None if state.counters.frames == 0 => GraphRun::fresh(graph, bound),
-            None => {
-                return Err(CoreError::Graph {
-                    service_id,
-                    reason: format!(
-                        "the snapshot counts {} frames but carries no graph state",
-                        state.counters.frames
-                    ),
-                });
-            }
-        }
-        .map_err(|reason| CoreError::Graph { service_id, reason })?;
-        Self::restore_with(service_id, config, Engine::Graph(run), state, saved_at, now)
     }
 
     fn restore_with(
@@ -482,13 +436,7 @@ impl MonitorCore {
             Engine::Graph(run) => match run.offer(&frame) {
                 GraphFrame::Advanced(report) => Some(report),
                 GraphFrame::Quarantined(diagnostics) => {
-                    tracing::error!(
-                        monitor_id = %self.service_id,
-                        failed_node = %diagnostics.failed_node,
-                        node_type = %diagnostics.node_type,
-                        reason = %diagnostics.reason,
-                        "A graph node failed uncertainly; the monitor is quarantined."
-                    );
+                    // The runtime reports it (GraphQuarantined) and records it.
                     step.quarantined = Some(diagnostics);
                     return;
                 }
@@ -510,56 +458,6 @@ impl MonitorCore {
         }
         step.fit_due = after == Phase::Fitting && !self.is_graph();
         step.frame = Some(frame);
-    }
-
-    /// A graph frame's node rejections, and its alarm sink's verdict as
-    /// evidence and alarms, like a plain monitor's.
-    fn record_graph(&mut self, report: FrameReport, step: &mut Step) {
-        for (node, reason) in report.rejected() {
-            tracing::warn!(
-                monitor_id = %self.service_id,
-                node,
-                reason,
-                "A graph node rejected its input; its state is unchanged."
-            );
-        }
-        let Some(sink) = report.sink else { return };
-        let frame_seq = self.counters.frames + 1;
-        if sink.flagged {
-            self.counters.frames_flagged += 1;
-        }
-        self.record_alarm_event(sink.alarm_event.as_ref(), step);
-        if sink.flagged {
-            let scored: Vec<&Scored> = report
-                .detectors
-                .iter()
-                .filter_map(|d| d.scored.as_deref())
-                .collect();
-            step.results.evidence.push(EvidenceRecord {
-                frame_ts: report.ts,
-                frame_seq,
-                alarm_seq: self.open_alarm.map(|(seq, _)| seq),
-                score: sink.score,
-                threshold: sink.threshold,
-                // The most significant detector of the frame.
-                p_value: scored.iter().map(|s| s.p_value).fold(1.0, f64::min),
-                // Each detector node's score over its own threshold.
-                contributions: report
-                    .detectors
-                    .iter()
-                    .filter_map(|d| {
-                        d.scored
-                            .as_ref()
-                            .map(|s| (d.node.clone(), s.score / s.threshold))
-                    })
-                    .collect(),
-            });
-        }
-        step.verdict = Some(Verdict {
-            score: sink.score,
-            flagged: sink.flagged,
-            alarm_event: sink.alarm_event,
-        });
     }
 
     fn record_scored(&mut self, scored: Scored, step: &mut Step) {
@@ -632,40 +530,4 @@ impl MonitorCore {
 
 fn required_names(config: &MonitorConfig) -> Vec<String> {
     config.required_readings().map(|r| r.name.clone()).collect()
-}
-
-/// What a graph run's snapshots are bound to, after checking that the
-/// monitor reads exactly the revision's readings with its alignment (the
-/// frame's values are the graph's readings, in order).
-fn bound_graph(
-    service_id: Uuid,
-    config: &MonitorConfig,
-    graph: &CompiledGraph,
-) -> Result<BoundGraph, CoreError> {
-    let Some(binding) = &config.graph else {
-        return Err(CoreError::Graph {
-            service_id,
-            reason: "the monitor is not bound to a graph run".into(),
-        });
-    };
-    let mismatch = |what: &str| CoreError::Graph {
-        service_id,
-        reason: format!(
-            "its {what} differ from graph {:?} revision {}; the monitor row does not match the run it is bound to",
-            binding.graph, binding.revision
-        ),
-    };
-    if binding.semantics_hash != graph.semantics_hash() {
-        return Err(mismatch("executable semantics"));
-    }
-    if config.readings != graph.resolved_readings() {
-        return Err(mismatch("readings"));
-    }
-    if config.alignment != graph.definition().alignment {
-        return Err(mismatch("alignment settings"));
-    }
-    Ok(BoundGraph {
-        semantics_hash: binding.semantics_hash.clone(),
-        readings: config.readings.clone(),
-    })
 }
