@@ -70,9 +70,18 @@ pub fn monitor_config(machine: &Machine) -> MonitorConfig {
                 required: true,
             })
             .collect(),
-        // One tick per simulated second; all readings of a tick carry one
-        // timestamp, so the defaults leave room for a loaded demo machine.
-        alignment: AlignmentPolicy::default(),
+        // All readings of a tick carry one timestamp, so a frame takes only
+        // values of one tick (no skew). The embedded broker delivers each
+        // topic in order but not always in order across topics: with any
+        // skew allowed, a burst of one topic would pair its newer value
+        // with the other readings' older ones and keep every later frame
+        // shifted by a tick. With none, that tick's frame is dropped
+        // instead. The other limits are the defaults, which leave room for
+        // a loaded demo machine.
+        alignment: AlignmentPolicy {
+            max_skew_ms: 0,
+            ..AlignmentPolicy::default()
+        },
         detector: detector_settings(),
         graph: None,
     }
