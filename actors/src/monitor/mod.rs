@@ -28,6 +28,7 @@ use radar::{
 use uuid::Uuid;
 
 pub use messages::Stop;
+pub use view::{CheckpointView, ModelView, Ownership};
 
 use self::{
     checkpoint::CheckpointActor,

@@ -28,7 +28,7 @@ use super::{
     model::{ModelActor, ModelSetup},
     view::{CheckpointView, Ownership},
 };
-use crate::worker::WorkerContext;
+use crate::worker::{MonitorWatch, WorkerContext};
 
 pub struct Started {
     pub model: Addr<ModelActor>,
@@ -158,6 +158,7 @@ async fn start_once(
         checkpoint: checkpoint.clone(),
         monitor: monitor.clone(),
         view: model_view,
+        observer: worker.observer.clone(),
         metrics: metrics.clone(),
         span: span.clone(),
     };
@@ -251,6 +252,14 @@ async fn start_once(
     model.do_send(AttachInput {
         messages: ingestion.messages,
     });
+    if let Some(observer) = &worker.observer {
+        observer.attach(MonitorWatch {
+            id,
+            readings: config.required_readings().map(|r| r.name.clone()).collect(),
+            model: model_rx.clone(),
+            checkpoint: checkpoint_rx.clone(),
+        });
+    }
     let inputs = HealthInputs {
         model: model_rx,
         checkpoint: checkpoint_rx,
