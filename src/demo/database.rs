@@ -169,9 +169,31 @@ pub enum MonitorOrigin {
     /// From an earlier run, same definition: its snapshot restores.
     Existing,
     Created,
-    /// An earlier run's monitor with another definition (or retired, or
-    /// `--fresh`) was deleted with its snapshot: fresh calibration.
-    Replaced,
+    /// An earlier run's monitor was deleted with its snapshot and created
+    /// again: fresh calibration.
+    Replaced(ReplaceReason),
+}
+
+/// Why an earlier run's monitor was replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplaceReason {
+    /// `--fresh` asked for it.
+    Fresh,
+    /// It was retired (no worker starts it again).
+    Retired,
+    /// This radar defines the demo monitor differently (its snapshot
+    /// would be refused as incompatible).
+    DefinitionChanged,
+}
+
+impl ReplaceReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fresh => "--fresh",
+            Self::Retired => "it was retired",
+            Self::DefinitionChanged => "this radar defines it differently",
+        }
+    }
 }
 
 /// One demo monitor as stored.
@@ -200,28 +222,35 @@ pub async fn demo_monitors(
     let mut out = Vec::with_capacity(configs.len());
     for config in configs {
         let existing = rows.iter().find(|row| row.name == config.name);
-        let reusable = existing.filter(|row| {
-            !fresh
-                && !row.is_retired()
-                && row.config_fingerprint == config.fingerprint().to_vec()
-                && row.monitor_config().ok().as_ref() == Some(config)
+        let replace = existing.map(|row| {
+            if fresh {
+                Some(ReplaceReason::Fresh)
+            } else if row.is_retired() {
+                Some(ReplaceReason::Retired)
+            } else if row.config_fingerprint != config.fingerprint().to_vec()
+                || row.monitor_config().ok().as_ref() != Some(config)
+            {
+                Some(ReplaceReason::DefinitionChanged)
+            } else {
+                None
+            }
         });
-        if let Some(row) = reusable {
-            out.push(DemoMonitor {
-                row: row.clone(),
-                origin: MonitorOrigin::Existing,
-            });
-            continue;
-        }
-        let origin = match existing {
-            Some(old) => {
+        let origin = match (existing, replace) {
+            (Some(row), Some(None)) => {
+                out.push(DemoMonitor {
+                    row: row.clone(),
+                    origin: MonitorOrigin::Existing,
+                });
+                continue;
+            }
+            (Some(old), Some(Some(reason))) => {
                 services
                     .delete(old.id)
                     .await
-                    .map_err(|e| failed("deleting the outdated", &config.name, e))?;
-                MonitorOrigin::Replaced
+                    .map_err(|e| failed("deleting the earlier", &config.name, e))?;
+                MonitorOrigin::Replaced(reason)
             }
-            None => MonitorOrigin::Created,
+            _ => MonitorOrigin::Created,
         };
         let id = services
             .create(config)

@@ -20,8 +20,9 @@ mod rng;
 
 pub use broker::{EmbeddedBroker, start_embedded_broker};
 pub use database::{
-    DEFAULT_DEMO_DATABASE, DemoDatabase, DemoMonitor, MonitorOrigin, check_database_name,
-    demo_monitors, in_memory_id, in_memory_monitors, prepare_database, redact, with_database,
+    DEFAULT_DEMO_DATABASE, DemoDatabase, DemoMonitor, MonitorOrigin, ReplaceReason,
+    check_database_name, demo_monitors, in_memory_id, in_memory_monitors, prepare_database, redact,
+    with_database,
 };
 pub use monitors::{
     CALIBRATION_FRAMES, TRAINING_FRAMES, detector_settings, monitor_config, monitor_configs,

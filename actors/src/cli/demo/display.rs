@@ -109,7 +109,9 @@ impl Display {
                 for bar in &live.bars {
                     bar.finish();
                 }
-                live.header.finish();
+                for bar in &live.header {
+                    bar.finish();
+                }
             }
             Display::Plain(plain) => plain.block(frame),
         }
@@ -146,7 +148,8 @@ fn alarms_text(row: &Row) -> String {
 
 pub struct Live {
     multi: MultiProgress,
-    header: ProgressBar,
+    /// Simulated clock, then the title or the column names.
+    header: [ProgressBar; 2],
     bars: Vec<ProgressBar>,
     /// Whether each bar shows a progress bar (else a table row).
     as_bar: Vec<bool>,
@@ -170,7 +173,10 @@ impl Live {
             ProgressStyle::with_template("{prefix} {msg:<12} [{bar:30.cyan/blue}] {pos:>4}/{len}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> ");
-        let header = multi.add(ProgressBar::new(0).with_style(plain.clone()));
+        let header = [
+            multi.add(ProgressBar::new(0).with_style(plain.clone())),
+            multi.add(ProgressBar::new(0).with_style(plain.clone())),
+        ];
         let bars = labels
             .iter()
             .map(|label| {
@@ -206,11 +212,12 @@ impl Live {
                 self.training, self.calibration
             )
         };
-        self.header.set_message(format!(
-            "simulated {}  ({:.0}s wall)\n{title}",
+        self.header[0].set_message(format!(
+            "simulated {}  ({:.0}s wall)",
             clock(frame.simulated),
             frame.elapsed.as_secs_f64()
         ));
+        self.header[1].set_message(title);
         for (i, row) in frame.rows.iter().enumerate() {
             let bar = &self.bars[i];
             match progress(row, self.training, self.calibration) {

@@ -98,10 +98,11 @@ pub async fn prepare(
     let services = Services::new(pool.clone());
     let monitors = demo_monitors(&services, configs, fresh).await?;
     for monitor in &monitors {
-        if monitor.origin == MonitorOrigin::Replaced {
+        if let MonitorOrigin::Replaced(reason) = monitor.origin {
             notes.push(format!(
-                "Replaced monitor {} (its stored definition differed, it was retired, or --fresh): it calibrates afresh.",
-                monitor.row.name
+                "Deleted the earlier monitor {} with its snapshot ({}); it calibrates afresh.",
+                monitor.row.name,
+                reason.as_str()
             ));
         }
     }
