@@ -64,14 +64,14 @@ pub struct Frame<'a> {
 }
 
 pub enum Display {
-    Live(Live),
+    Live(Box<Live>),
     Plain(Plain),
 }
 
 impl Display {
     pub fn new(console: Console, labels: Vec<Label>, training: usize, calibration: usize) -> Self {
         if console.is_terminal() {
-            Display::Live(Live::new(console, labels, training, calibration))
+            Display::Live(Box::new(Live::new(console, labels, training, calibration)))
         } else {
             Display::Plain(Plain {
                 console,

@@ -474,11 +474,11 @@ mod tests {
     fn the_top_readings_are_the_largest_mean_shares_of_the_opening_frames() {
         let top = top_readings(
             &names(),
-            &flags(&[[0.1, 0.0, 0.9, 0.0], [0.0, 0.02, 0.9, 0.08]]),
+            &flags(&[[0.1, 0.0, 0.8, 0.1], [0.1, 0.02, 0.8, 0.08]]),
         );
         let named: Vec<&str> = top.iter().map(|r| r.reading.as_str()).collect();
         assert_eq!(named, ["current", "pressure", "temperature"]);
-        assert!((top[0].share - 0.9).abs() < 1e-9);
+        assert!((top[0].share - 0.8).abs() < 1e-9);
     }
 
     #[test]
@@ -487,6 +487,10 @@ mod tests {
         assert_eq!(top.len(), 1);
         assert_eq!(top[0].reading, "flow");
         assert!(top_readings(&names(), &VecDeque::new()).is_empty());
+        // A reading that pulled the score down contributed nothing.
+        let top = top_readings(&names(), &flags(&[[-3.0, 1.0, 1.0, 0.0]]));
+        assert_eq!(top.len(), 2);
+        assert!((top[0].share - 0.5).abs() < 1e-9);
     }
 
     #[test]
