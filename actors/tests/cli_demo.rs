@@ -8,7 +8,8 @@ mod common;
 
 use std::{
     fs,
-    process::{Command, ExitStatus, Stdio},
+    path::PathBuf,
+    process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
@@ -24,50 +25,80 @@ struct Run {
     stderr: String,
 }
 
+/// A `radar demo --json` process, its output in files.
+struct Demo {
+    child: Child,
+    _dir: tempfile::TempDir,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Demo {
+    fn spawn(database_url: &str, args: &[&str]) -> Demo {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("stdout");
+        let err = dir.path().join("stderr");
+        let child = Command::new(env!("CARGO_BIN_EXE_radar"))
+            .args(["demo", "--speed", "50", "--json"])
+            .args(args)
+            .env("DATABASE_URL", database_url)
+            .env("RADAR_CONFIG_FILE", "/dev/null")
+            .env_remove("RADAR_ENV")
+            .env_remove("RADAR_CHECKPOINT_SECRET")
+            .env_remove("RADAR_DB_WRITE_ENABLED")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&out).expect("stdout file"))
+            .stderr(fs::File::create(&err).expect("stderr file"))
+            .spawn()
+            .expect("spawn radar demo");
+        Demo {
+            child,
+            _dir: dir,
+            out,
+            err,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// Waits for the process to end by itself.
+    fn finish(mut self) -> Run {
+        let deadline = Instant::now() + RUN_DEADLINE;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for radar demo") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "radar demo did not finish within {RUN_DEADLINE:?}; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let stderr = self.stderr();
+        let stdout = fs::read_to_string(&self.out).unwrap_or_default();
+        let summary = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!("the --json summary does not parse ({e}):\n{stdout}\nstderr:\n{stderr}")
+        });
+        Run {
+            status,
+            summary,
+            stderr,
+        }
+    }
+}
+
 /// Runs `radar demo --duration 20 --speed 50 --json` with `database_url`.
 fn demo(database_url: &str, extra: &[&str]) -> Run {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out = dir.path().join("stdout");
-    let err = dir.path().join("stderr");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_radar"))
-        .args(["demo", "--duration", "20", "--speed", "50", "--json"])
-        .args(extra)
-        .env("DATABASE_URL", database_url)
-        .env("RADAR_CONFIG_FILE", "/dev/null")
-        .env_remove("RADAR_ENV")
-        .env_remove("RADAR_CHECKPOINT_SECRET")
-        .env_remove("RADAR_DB_WRITE_ENABLED")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(&out).expect("stdout file"))
-        .stderr(fs::File::create(&err).expect("stderr file"))
-        .spawn()
-        .expect("spawn radar demo");
-    let deadline = Instant::now() + RUN_DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for radar demo") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "radar demo did not finish within {RUN_DEADLINE:?}; stderr:\n{}",
-                fs::read_to_string(&err).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let stderr = fs::read_to_string(&err).unwrap_or_default();
-    let stdout = fs::read_to_string(&out).unwrap_or_default();
-    let summary = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("the --json summary does not parse ({e}):\n{stdout}\nstderr:\n{stderr}")
-    });
-    Run {
-        status,
-        summary,
-        stderr,
-    }
+    let mut args = vec!["--duration", "20"];
+    args.extend_from_slice(extra);
+    Demo::spawn(database_url, &args).finish()
 }
 
 fn monitors(run: &Run) -> Vec<Value> {
@@ -208,6 +239,44 @@ fn with_postgres_the_demo_alarms_on_every_fault_and_a_second_run_restores_and_re
                     && l.contains("possible coverage gap")),
             "{context}"
         );
+    }
+
+    // Ctrl-C: without --duration the demo runs until SIGINT, then stops
+    // the plant and every monitor gracefully, with a last snapshot each.
+    let third = Demo::spawn(&server, &["--demo-database", &database]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !third
+        .stderr()
+        .lines()
+        .any(|l| l.contains("demo-pump-4") && l.contains("frames=") && !l.contains("frames=0 "))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no progress within 60 s:\n{}",
+            third.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: sends a signal to the child this test spawned and still owns.
+    let sent = unsafe { libc::kill(third.child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0, "could not send SIGINT");
+    let third = third.finish();
+    let context = format!("summary:\n{:#}\nstderr:\n{}", third.summary, third.stderr);
+    assert!(third.status.success(), "exit {:?}\n{context}", third.status);
+    assert!(
+        third.stderr.contains("SIGINT: stopping gracefully"),
+        "{context}"
+    );
+    assert_eq!(third.summary["outcome"], "stopped", "{context}");
+    for (before, after) in monitors(&second).iter().zip(monitors(&third)) {
+        assert_eq!(after["start"], "restored", "{context}");
+        assert_eq!(
+            after["restored_processed"], before["processed_total"],
+            "{context}"
+        );
+        assert_eq!(after["state"], "stopped", "{context}");
+        assert_eq!(after["final_checkpoint"], true, "{context}");
+        assert!(after["frames"].as_u64().unwrap_or(0) > 0, "{context}");
     }
 }
 

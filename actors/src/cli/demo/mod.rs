@@ -17,6 +17,7 @@ mod storage;
 
 use std::{
     collections::HashSet,
+    io::Write as _,
     process::ExitCode,
     sync::Arc,
     time::{Duration, Instant},
@@ -388,10 +389,8 @@ async fn demo(
     };
     print_summary(console, &summary);
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).context("writing the JSON summary")?
-        );
+        let json = serde_json::to_string_pretty(&summary).context("encoding the JSON summary")?;
+        writeln!(std::io::stdout(), "{json}").context("writing the JSON summary to stdout")?;
     }
     let all_started = summary
         .monitors
