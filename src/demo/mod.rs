@@ -7,9 +7,11 @@
 //! - `offline`: the plant through the worker's aligner and detector, in
 //!   simulated time (the demo's expectations, checked without IO).
 //! - `broker`: an embedded rumqttd broker on a free loopback port.
+//! - `database`: the demo's own database and its stable monitors.
 //! - `publisher`: plays the plant into a broker at a chosen speed.
 
 mod broker;
+mod database;
 mod monitors;
 mod offline;
 mod plant;
@@ -17,6 +19,11 @@ mod publisher;
 mod rng;
 
 pub use broker::{EmbeddedBroker, start_embedded_broker};
+pub use database::{
+    DEFAULT_DEMO_DATABASE, DemoDatabase, DemoMonitor, MonitorOrigin, ReplaceReason,
+    check_database_name, demo_monitors, in_memory_id, in_memory_monitors, prepare_database, redact,
+    with_database,
+};
 pub use monitors::{
     CALIBRATION_FRAMES, TRAINING_FRAMES, detector_settings, monitor_config, monitor_configs,
     monitor_toml,
@@ -39,6 +46,10 @@ pub enum DemoError {
     Broker(String),
     #[error("demo publisher: {0}")]
     Publish(String),
+    #[error("PostgreSQL is not reachable at {0}")]
+    Unreachable(String),
+    #[error("demo database: {0}")]
+    Database(String),
     #[error("offline run of demo monitor {monitor:?}: {reason}")]
     Offline { monitor: String, reason: String },
 }

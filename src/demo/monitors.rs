@@ -24,8 +24,14 @@ pub const CALIBRATION_FRAMES: usize = 100;
 ///   stays visible; without it a model fitted on five minutes would flag
 ///   the afternoon.
 /// - A false-alarm rate of 0.01 is the smallest the 100 calibration frames
-///   can calibrate; 5 flagged frames of the last 10 open an alarm, so the
-///   calibrated 1% of isolated flags never does.
+///   can calibrate; 7 flagged frames of the last 12 open an alarm, so
+///   isolated flags of a clean pump never do. A stuck sensor is the weakest
+///   signal (it shows only while the load is away from the frozen value, a
+///   third of the frames or fewer when it froze near the mean): over 300
+///   plant seeds of the 1000-tick test run, 7 of 12 missed 4 stuck-sensor
+///   windows where 7 of 10 missed 14, and the clean pumps alarmed no more
+///   (one seed of the 300 in 1000 ticks with either rule; none in four
+///   simulated half-days of 8 pumps).
 pub fn detector_settings() -> DetectorSettings {
     DetectorSettings {
         training_frames: TRAINING_FRAMES,
@@ -33,7 +39,7 @@ pub fn detector_settings() -> DetectorSettings {
         false_alarm_rate: 0.01,
         alarm: AlarmRule {
             open_k: 7,
-            open_n: 10,
+            open_n: 12,
             close_m: 10,
         },
         explained_variance: 0.9,
@@ -64,9 +70,18 @@ pub fn monitor_config(machine: &Machine) -> MonitorConfig {
                 required: true,
             })
             .collect(),
-        // One tick per simulated second; all readings of a tick carry one
-        // timestamp, so the defaults leave room for a loaded demo machine.
-        alignment: AlignmentPolicy::default(),
+        // All readings of a tick carry one timestamp, so a frame takes only
+        // values of one tick (no skew). The embedded broker delivers each
+        // topic in order but not always in order across topics: with any
+        // skew allowed, a burst of one topic would pair its newer value
+        // with the other readings' older ones and keep every later frame
+        // shifted by a tick. With none, that tick's frame is dropped
+        // instead. The other limits are the defaults, which leave room for
+        // a loaded demo machine.
+        alignment: AlignmentPolicy {
+            max_skew_ms: 0,
+            ..AlignmentPolicy::default()
+        },
         detector: detector_settings(),
         graph: None,
     }

@@ -1,5 +1,6 @@
 //! The `radar` command line: parsing, settings and dispatch.
 
+mod demo;
 mod detect;
 mod graph;
 mod migrate;
@@ -52,6 +53,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Run the monitors of this worker's shard (or one monitor) until SIGTERM/SIGINT.
     Worker(crate::worker::WorkerArgs),
+    /// Run a simulated plant through a real worker, with an embedded MQTT broker.
+    Demo(demo::DemoArgs),
     /// Replay a CSV file through a monitor's alignment and detector (backtest).
     Detect(detect::DetectArgs),
     /// Publish graph revisions; activate, stop, list and inspect graph runs.
@@ -78,7 +81,18 @@ impl Cli {
                 return ExitCode::FAILURE;
             }
         };
-        logging::init(loaded.settings.log_format);
+        match self.command {
+            // The demo's own output narrates (alarms, states, checkpoint
+            // failures), so logs keep only other warnings. rumqttd logs a
+            // client's ordinary disconnect as an error; a real broker
+            // failure reaches the demo as a connection or publish error.
+            Command::Demo(_) => logging::init_with(
+                loaded.settings.log_format,
+                "warn",
+                &["rumqttd=off", "radar::telemetry::events=error"],
+            ),
+            _ => logging::init(loaded.settings.log_format),
+        }
         for name in &loaded.unknown_variables {
             tracing::warn!(variable = %name, "Ignoring unknown variable; check its spelling against the README");
         }
@@ -101,12 +115,13 @@ impl Cli {
     }
 
     fn dispatch(self, settings: Settings) -> anyhow::Result<ExitCode> {
-        if !matches!(self.command, Command::Worker(_)) {
+        if !matches!(self.command, Command::Worker(_) | Command::Demo(_)) {
             restore_default_sigpipe();
         }
         let command = match self.command {
-            // The worker runs its own actor system.
+            // The worker and the demo run their own actor system.
             Command::Worker(args) => return crate::worker::run(args, settings),
+            Command::Demo(args) => return demo::run(args, settings),
             // Offline: no database, no broker.
             Command::Detect(args) => return detect::run(args).map(|()| ExitCode::SUCCESS),
             other => other,
@@ -121,7 +136,9 @@ impl Cli {
             Command::Snapshot(command) => runtime.block_on(snapshot::run(command, &settings)),
             Command::Status(args) => runtime.block_on(status::run(args, &settings)),
             Command::Graph(command) => runtime.block_on(graph::run(command, &settings)),
-            Command::Worker(_) | Command::Detect(_) => unreachable!("handled above"),
+            Command::Worker(_) | Command::Demo(_) | Command::Detect(_) => {
+                unreachable!("handled above")
+            }
         }
     }
 }

@@ -32,6 +32,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 pub use messages::Stop;
+pub use view::{CheckpointView, ModelView, Ownership};
 
 use self::{
     checkpoint::CheckpointActor,
@@ -244,13 +245,12 @@ impl Handler<LastSnapshotSettled> for MonitorActor {
         if msg.committed {
             tracing::info!(monitor_id = %self.id(), "Committed the last snapshot.");
         }
-        let Some(run_id) = self.run else {
+        let (Some(run_id), Some(graphs)) = (self.run, self.worker.graphs.clone()) else {
             self.finish(ExitReason::Stopped, ctx);
             return;
         };
         // A run an operator asked to stop is stopped now; a worker shutdown
         // leaves it running for the next worker.
-        let graphs = self.worker.graphs.clone();
         let id = self.id();
         async move {
             match graphs.run(run_id).await {
@@ -294,7 +294,9 @@ impl Handler<Quarantined> for MonitorActor {
         if matches!(self.stage, Stage::Quarantined | Stage::Done) {
             return;
         }
-        let (Some(parts), Some(run_id)) = (&self.parts, self.run) else {
+        let (Some(parts), Some(run_id), Some(graphs)) =
+            (&self.parts, self.run, self.worker.graphs.clone())
+        else {
             let detail = events::quarantine_detail(self.run.unwrap_or_default(), &msg.diagnostics);
             self.finish(ExitReason::Quarantined { detail }, ctx);
             return;
@@ -311,7 +313,7 @@ impl Handler<Quarantined> for MonitorActor {
         parts.checkpoint.do_send(RecordFailure {
             run_id,
             diagnostics: msg.diagnostics.clone(),
-            graphs: self.worker.graphs.clone(),
+            graphs,
             stop: stopped,
         });
         self.quarantine = Some(msg.diagnostics);

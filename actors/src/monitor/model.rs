@@ -32,6 +32,7 @@ use super::{
     },
     view::ModelView,
 };
+use crate::worker::{Notice, Observer};
 
 /// How often the model checks the clock-driven triggers (max interval,
 /// checkpoint timeout, freshness expiry).
@@ -46,6 +47,7 @@ pub struct ModelActor {
     checkpoint: Addr<CheckpointActor>,
     monitor: Addr<MonitorActor>,
     view: watch::Sender<ModelView>,
+    observer: Option<Observer>,
     consumed: u64,
     /// The coverage history as last published; cloned again only when its
     /// version changes, so publishing a view per message stays cheap.
@@ -72,6 +74,7 @@ pub struct ModelSetup {
     pub checkpoint: Addr<CheckpointActor>,
     pub monitor: Addr<MonitorActor>,
     pub view: watch::Sender<ModelView>,
+    pub observer: Option<Observer>,
     pub metrics: MonitorTelemetry,
     pub span: tracing::Span,
 }
@@ -91,6 +94,7 @@ impl ModelActor {
             checkpoint: setup.checkpoint,
             monitor: setup.monitor,
             view: setup.view,
+            observer: setup.observer,
             consumed: 0,
             finished: false,
             halted: false,
@@ -197,6 +201,9 @@ impl ModelActor {
                 Some(AlarmEvent::Closed { .. }) => m.emit(events::AlarmClosed),
                 None => {}
             }
+        }
+        if let (Some(observer), Some(scored)) = (&self.observer, &step.scored) {
+            notify(observer, self.core.service_id(), scored);
         }
         if let Some(phase) = step.phase_changed {
             m.emit(events::DetectorPhaseChanged {
@@ -393,6 +400,40 @@ impl Handler<Halt> for ModelActor {
     }
 }
 
+/// Tells an observer about a flagged frame and an alarm event, in that order.
+fn notify(observer: &Observer, monitor_id: uuid::Uuid, scored: &radar::detector::Scored) {
+    if let Some(evidence) = &scored.evidence {
+        observer.notify(Notice::Flagged {
+            monitor_id,
+            ts: evidence.ts,
+            contributions: evidence.contributions.clone(),
+        });
+    }
+    match scored.alarm_event {
+        Some(AlarmEvent::Opened {
+            seq,
+            ts,
+            peak_score,
+        }) => observer.notify(Notice::AlarmOpened {
+            monitor_id,
+            seq,
+            ts,
+            peak_score,
+        }),
+        Some(AlarmEvent::Closed {
+            seq,
+            ts,
+            peak_score,
+        }) => observer.notify(Notice::AlarmClosed {
+            monitor_id,
+            seq,
+            ts,
+            peak_score,
+        }),
+        None => {}
+    }
+}
+
 fn view_of(
     core: &MonitorCore,
     consumed: u64,
@@ -402,6 +443,7 @@ fn view_of(
     ModelView {
         phase: core.phase(),
         processed: core.processed(),
+        buffered: core.detector().map_or((0, 0), |d| d.buffered_frames()),
         consumed,
         suspended: core.is_suspended(),
         quarantine: core.quarantine().map(|d| {

@@ -34,7 +34,7 @@ use super::{
     model::{ModelActor, ModelSetup},
     view::{CheckpointView, Ownership},
 };
-use crate::worker::WorkerContext;
+use crate::worker::{MonitorWatch, WorkerContext};
 
 pub struct Started {
     pub model: Addr<ModelActor>,
@@ -166,6 +166,7 @@ async fn start_once(
         checkpoint: checkpoint.clone(),
         monitor: monitor.clone(),
         view: model_view,
+        observer: worker.observer.clone(),
         metrics: metrics.clone(),
         span: span.clone(),
     };
@@ -259,6 +260,14 @@ async fn start_once(
     model.do_send(AttachInput {
         messages: ingestion.messages,
     });
+    if let Some(observer) = &worker.observer {
+        observer.attach(MonitorWatch {
+            id,
+            readings: config.required_readings().map(|r| r.name.clone()).collect(),
+            model: model_rx.clone(),
+            checkpoint: checkpoint_rx.clone(),
+        });
+    }
     let inputs = HealthInputs {
         model: model_rx,
         checkpoint: checkpoint_rx,
@@ -319,7 +328,7 @@ async fn admit(
     binding: &GraphBinding,
 ) -> Result<CompiledGraph, ExitReason> {
     let id = row.id;
-    let Some(store) = &worker.store else {
+    let (Some(store), Some(graphs)) = (&worker.store, &worker.graphs) else {
         return Err(ExitReason::StartupFailed {
             reason: format!(
                 "monitor {id} runs graph run {}, which needs database writes \
@@ -329,7 +338,7 @@ async fn admit(
             ),
         });
     };
-    let compiled = match worker.graphs.compiled_for(binding).await {
+    let compiled = match graphs.compiled_for(binding).await {
         Ok(compiled) => compiled,
         Err(GraphStoreError::Store(e)) => {
             return Err(ExitReason::Failed {
@@ -345,7 +354,7 @@ async fn admit(
             });
         }
     };
-    let refusal = match worker.graphs.admit(binding.run_id, id).await {
+    let refusal = match graphs.admit(binding.run_id, id).await {
         Ok(Admission::Admitted(run)) => {
             tracing::info!(
                 monitor_id = %id,

@@ -12,6 +12,8 @@ pub struct ModelView {
     pub phase: Phase,
     /// Frames processed by the detector (the snapshot's processed count).
     pub processed: u64,
+    /// Frames kept for the fit so far: (training, calibration).
+    pub buffered: (usize, usize),
     /// Messages taken from the ingress queue, whatever became of them.
     pub consumed: u64,
     /// Checkpoints stopped committing: input is drained without advancing.

@@ -1,5 +1,11 @@
 //! `radar worker`: one process, one supervisor, many monitors.
+//!
+//! - this file: the worker's shared context, [`start`] and [`RunningWorker`]
+//!   (used by `radar worker` and `radar demo`), and the `radar worker` command.
+//! - `supervisor`: admits monitors, starts and restarts their actors.
+//! - `observer`: an optional window onto running monitors for `radar demo`.
 
+mod observer;
 mod supervisor;
 
 use std::{
@@ -18,16 +24,17 @@ use radar::{
     mqtt::Backoff,
     runtime::CheckpointLimits,
     snapshot::CheckpointKey,
-    store::{self, CheckpointStore, GraphStore, Services},
+    store::{self, CheckpointStore, GraphStore, MonitorRow, Services, StoreError},
     telemetry::Telemetry,
 };
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-pub use supervisor::{Shutdown, Supervisor, WorkerOutcome};
+pub use observer::{MonitorWatch, Notice, Observer};
+pub use supervisor::{Scope, Shutdown, Supervisor, WorkerOutcome};
 
 /// Connections per process; monitors write one at a time each.
-const POOL_SIZE: usize = 16;
+pub const POOL_SIZE: usize = 16;
 /// How long a graceful stop may take beyond the checkpoint timeout.
 const STOP_GRACE: Duration = Duration::from_secs(15);
 
@@ -38,13 +45,36 @@ pub struct WorkerContext {
     pub key: Arc<CheckpointKey>,
     /// `None` when database writes are disabled.
     pub store: Option<CheckpointStore>,
-    pub services: Services,
+    pub monitors: MonitorSource,
     /// Graph runs: admission, the bound revision, failure records, stops.
-    pub graphs: GraphStore,
+    /// `None` without a database (`radar demo` with writes disabled).
+    pub graphs: Option<GraphStore>,
     pub backoff: Backoff,
     pub telemetry: Telemetry,
+    /// Set by `radar demo`: it reads the monitors' views and notices.
+    pub observer: Option<Observer>,
     model_arbiters: Vec<ArbiterHandle>,
     next_arbiter: AtomicUsize,
+}
+
+/// Where the supervisor finds the monitors to run.
+#[derive(Clone)]
+pub enum MonitorSource {
+    /// The `services` table, polled for new and retired monitors.
+    Database(Services),
+    /// Monitors that exist only in this process: `radar demo` without
+    /// PostgreSQL (database writes disabled, nothing to poll).
+    Fixed(Arc<[MonitorRow]>),
+}
+
+impl MonitorSource {
+    /// Every monitor, retired ones included.
+    pub async fn list(&self) -> Result<Vec<MonitorRow>, StoreError> {
+        match self {
+            Self::Database(services) => services.list(true).await,
+            Self::Fixed(rows) => Ok(rows.to_vec()),
+        }
+    }
 }
 
 impl WorkerContext {
@@ -125,35 +155,28 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
             "RADAR_DB_WRITE_ENABLED=false: no snapshot is read or written; every monitor starts fresh."
         );
     }
-    let parallelism = std::thread::available_parallelism().map_or(1, usize::from);
-    let arbiters: Vec<Arbiter> = (0..parallelism).map(|_| Arbiter::new()).collect();
-    let stop_after = Duration::from_secs(settings.checkpoint_timeout_seconds) + STOP_GRACE;
-    let context = Arc::new(WorkerContext {
-        backoff: backoff_from_env(),
-        telemetry,
-        model_arbiters: arbiters.iter().map(Arbiter::handle).collect(),
-        next_arbiter: AtomicUsize::new(0),
-        graphs: GraphStore::new(pool.clone()),
-        services: store::Services::new(pool),
-        settings,
-        worker_id,
-        key,
-        store,
-    });
-    let (done_tx, done_rx) = oneshot::channel();
-    let supervisor = Supervisor::new(context, args.monitor, done_tx).start();
-
+    let mut worker = start(
+        WorkerSetup {
+            backoff: backoff_from_env(),
+            telemetry,
+            graphs: Some(GraphStore::new(pool.clone())),
+            monitors: MonitorSource::Database(store::Services::new(pool)),
+            observer: None,
+            settings,
+            worker_id,
+            key,
+            store,
+        },
+        args.monitor.map_or(Scope::Shard, Scope::Monitor),
+    );
     let outcome = tokio::select! {
-        outcome = done_rx => outcome.unwrap_or(WorkerOutcome::Stopped),
+        outcome = worker.ended() => outcome,
         signal = shutdown_signal() => {
             tracing::info!(signal, "Stopping gracefully: ingestion first, then every monitor's last snapshot.");
-            supervisor.do_send(Shutdown);
-            stop_within(stop_after, supervisor).await
+            worker.stop().await
         }
     };
-    for arbiter in &arbiters {
-        arbiter.stop();
-    }
+    worker.release();
     server_handle.stop(true).await;
     if let Err(e) = meter_provider.shutdown() {
         tracing::warn!(error = %e, "Could not flush metrics at shutdown.");
@@ -161,9 +184,90 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
     Ok(outcome.exit_code())
 }
 
+/// Everything a worker starts with.
+pub struct WorkerSetup {
+    pub settings: Settings,
+    pub worker_id: String,
+    pub key: Arc<CheckpointKey>,
+    /// `None` when database writes are disabled.
+    pub store: Option<CheckpointStore>,
+    pub monitors: MonitorSource,
+    pub graphs: Option<GraphStore>,
+    pub backoff: Backoff,
+    pub telemetry: Telemetry,
+    pub observer: Option<Observer>,
+}
+
+/// A started worker: its supervisor and model threads.
+pub struct RunningWorker {
+    supervisor: Addr<Supervisor>,
+    done: Option<oneshot::Receiver<WorkerOutcome>>,
+    arbiters: Vec<Arbiter>,
+    stop_after: Duration,
+}
+
+/// Starts the supervisor (on the current actix system) and one model thread
+/// per core. Call inside a running `actix_rt::System`.
+pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
+    let parallelism = std::thread::available_parallelism().map_or(1, usize::from);
+    let arbiters: Vec<Arbiter> = (0..parallelism).map(|_| Arbiter::new()).collect();
+    let stop_after = Duration::from_secs(setup.settings.checkpoint_timeout_seconds) + STOP_GRACE;
+    let context = Arc::new(WorkerContext {
+        model_arbiters: arbiters.iter().map(Arbiter::handle).collect(),
+        next_arbiter: AtomicUsize::new(0),
+        settings: setup.settings,
+        worker_id: setup.worker_id,
+        key: setup.key,
+        store: setup.store,
+        monitors: setup.monitors,
+        graphs: setup.graphs,
+        backoff: setup.backoff,
+        telemetry: setup.telemetry,
+        observer: setup.observer,
+    });
+    let (done_tx, done_rx) = oneshot::channel();
+    let supervisor = Supervisor::new(context, scope, done_tx).start();
+    RunningWorker {
+        supervisor,
+        done: Some(done_rx),
+        arbiters,
+        stop_after,
+    }
+}
+
+impl RunningWorker {
+    /// Resolves when the worker ends by itself (`--monitor ID` that cannot
+    /// run); otherwise never.
+    pub async fn ended(&mut self) -> WorkerOutcome {
+        match self.done.as_mut() {
+            Some(done) => {
+                let outcome = done.await.unwrap_or(WorkerOutcome::Stopped);
+                self.done = None;
+                outcome
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops every monitor gracefully (ingestion first, then each one's last
+    /// snapshot) within the checkpoint timeout plus a grace period; a second
+    /// SIGTERM/SIGINT gives up waiting.
+    pub async fn stop(&self) -> WorkerOutcome {
+        self.supervisor.do_send(Shutdown);
+        stop_within(self.stop_after, self.supervisor.clone()).await
+    }
+
+    /// Ends the model threads once every monitor has stopped.
+    pub fn release(self) {
+        for arbiter in &self.arbiters {
+            arbiter.stop();
+        }
+    }
+}
+
 /// The MQTT reconnect schedule: production values unless the test-only
 /// variables shrink it (`RADAR_TEST_MQTT_BACKOFF_MS`, initial,max in ms).
-fn backoff_from_env() -> Backoff {
+pub(crate) fn backoff_from_env() -> Backoff {
     std::env::var("RADAR_TEST_MQTT_BACKOFF_MS")
         .ok()
         .and_then(|v| {
@@ -194,7 +298,7 @@ async fn stop_within(limit: Duration, supervisor: Addr<Supervisor>) -> WorkerOut
 }
 
 /// Resolves on SIGTERM or SIGINT, naming which.
-async fn shutdown_signal() -> &'static str {
+pub(crate) async fn shutdown_signal() -> &'static str {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,
         Err(e) => {

@@ -4,7 +4,7 @@
 //! lost, quarantined, startup failed) in the same process.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     process::ExitCode,
     sync::Arc,
     time::{Duration, Instant},
@@ -59,6 +59,26 @@ impl WorkerOutcome {
     }
 }
 
+/// Which of the listed monitors this worker runs.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// The monitors of this worker's shard (`RADAR_SHARD`).
+    Shard,
+    /// Exactly this monitor; the worker ends if it cannot run.
+    Monitor(Uuid),
+    /// These monitors (`radar demo`); one that cannot run is reported, not fatal.
+    Monitors(Arc<HashSet<Uuid>>),
+}
+
+impl Scope {
+    fn single(&self) -> Option<Uuid> {
+        match self {
+            Self::Monitor(id) => Some(*id),
+            Self::Shard | Self::Monitors(_) => None,
+        }
+    }
+}
+
 /// Stop every monitor gracefully, then end.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -83,7 +103,7 @@ struct Running {
 
 pub struct Supervisor {
     worker: Arc<WorkerContext>,
-    only: Option<Uuid>,
+    scope: Scope,
     running: HashMap<Uuid, Running>,
     exited: HashMap<Uuid, Exited>,
     shutting_down: bool,
@@ -96,12 +116,12 @@ pub struct Supervisor {
 impl Supervisor {
     pub fn new(
         worker: Arc<WorkerContext>,
-        only: Option<Uuid>,
+        scope: Scope,
         done: oneshot::Sender<WorkerOutcome>,
     ) -> Self {
         Self {
             worker,
-            only,
+            scope,
             running: HashMap::new(),
             exited: HashMap::new(),
             shutting_down: false,
@@ -117,9 +137,10 @@ impl Supervisor {
         if row.is_retired() {
             return false;
         }
-        match self.only {
-            Some(id) => row.id == id,
-            None => owns(self.worker.settings.shard, row.id),
+        match &self.scope {
+            Scope::Shard => owns(self.worker.settings.shard, row.id),
+            Scope::Monitor(id) => row.id == *id,
+            Scope::Monitors(ids) => ids.contains(&row.id),
         }
     }
 
@@ -128,8 +149,8 @@ impl Supervisor {
             return;
         }
         self.polling = true;
-        let services = self.worker.services.clone();
-        async move { services.list(true).await }
+        let source = self.worker.monitors.clone();
+        async move { source.list().await }
             .into_actor(self)
             .map(|rows, act, ctx| {
                 act.polling = false;
@@ -166,7 +187,7 @@ impl Supervisor {
             }
             self.start(row, ctx);
         }
-        if let Some(id) = self.only
+        if let Some(id) = self.scope.single()
             && !wanted.contains(&id)
             && !self.running.contains_key(&id)
             && self.outcome.is_none()
@@ -262,7 +283,7 @@ impl Handler<MonitorExited> for Supervisor {
                 None
             }
         };
-        if self.only == Some(msg.id) && !self.shutting_down && msg.reason.is_terminal() {
+        if self.scope.single() == Some(msg.id) && !self.shutting_down && msg.reason.is_terminal() {
             self.end(WorkerOutcome::MonitorFailed(msg.reason.clone()));
         }
         self.exited.insert(
