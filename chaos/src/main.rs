@@ -1,0 +1,2 @@
+mod check;
+fn main() {}
