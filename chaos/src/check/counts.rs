@@ -79,7 +79,10 @@ pub fn processed_never_goes_back(obs: &Observations) -> Verdict {
 
     let mut series: BTreeMap<(uuid::Uuid, &str), Vec<&StatusSample>> = BTreeMap::new();
     for s in &obs.status {
-        series.entry((s.monitor, s.writer.as_str())).or_default().push(s);
+        series
+            .entry((s.monitor, s.writer.as_str()))
+            .or_default()
+            .push(s);
     }
     for ((monitor, writer), mut samples) in series {
         samples.sort_by_key(|s| s.heartbeat_at);

@@ -28,7 +28,11 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
         windows.entry(r.monitor).or_default().push((
             r.saved_at,
             r.at,
-            format!("restart: {} restored the snapshot saved {}", r.writer, ms(r.saved_at)),
+            format!(
+                "restart: {} restored the snapshot saved {}",
+                r.writer,
+                ms(r.saved_at)
+            ),
         ));
     }
     let timeout = chrono::Duration::from_std(limits.checkpoint_timeout + limits.stall_detection)
@@ -55,7 +59,9 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
     for m in &obs.monitors {
         let coverage = obs.coverage.get(m).unwrap_or(&empty);
         let (Some(first), Some(last)) = (coverage.covered_from, coverage.covered_to) else {
-            v.fail(format!("monitor {m}: its final snapshot has no covered span"));
+            v.fail(format!(
+                "monitor {m}: its final snapshot has no covered span"
+            ));
             continue;
         };
         let complete = coverage.complete_from.map_or(first, |c| c.max(first));

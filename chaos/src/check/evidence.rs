@@ -77,7 +77,11 @@ pub fn no_committed_evidence_lost(obs: &Observations) -> Verdict {
                 seen.monitor,
                 ms(seen.frame_ts),
                 short(&seen.signature),
-                if kept.is_some() { "different" } else { "missing" },
+                if kept.is_some() {
+                    "different"
+                } else {
+                    "missing"
+                },
             )
         });
     }
@@ -114,7 +118,10 @@ pub fn no_duplicate_evidence(obs: &Observations) -> Verdict {
             format!("monitor {monitor}: frame {} has {n} evidence rows", ms(*ts))
         });
     }
-    for (kind, list) in [("evidence", &obs.final_evidence), ("alarm", &obs.final_alarms)] {
+    for (kind, list) in [
+        ("evidence", &obs.final_evidence),
+        ("alarm", &obs.final_alarms),
+    ] {
         for row in list {
             let published = obs
                 .published

@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use super::{Observations, Op, Table, Verdict, Write, ms, short};
 
 pub fn no_write_after_successor(obs: &Observations) -> Verdict {
-    let mut v = Verdict::new("(a) no checkpoint or evidence by a writer after its successor's first commit");
+    let mut v = Verdict::new(
+        "(a) no checkpoint or evidence by a writer after its successor's first commit",
+    );
     for (monitor, writes) in super::writes_by_monitor(obs) {
         let mut row: Option<&Write> = None;
         // Superseded writer -> the successor's first commit.

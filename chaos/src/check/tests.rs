@@ -35,7 +35,9 @@ impl Run {
         };
         obs.published.insert(
             M,
-            (1..=100).map(|s| t(f64::from(s)).timestamp_millis()).collect(),
+            (1..=100)
+                .map(|s| t(f64::from(s)).timestamp_millis())
+                .collect(),
         );
         obs.resumed.insert(M, true);
         Self {
@@ -357,7 +359,11 @@ fn coverage_fails_when_a_restart_is_not_a_gap() {
     let mut run = healthy();
     let coverage = run.obs.coverage.get_mut(&M).unwrap();
     coverage.gaps.retain(|g| g.cause != "restart_rollback");
-    assert_fails(&run.obs, "(e)", "restart: w2 restored the snapshot saved 12:00:10.000");
+    assert_fails(
+        &run.obs,
+        "(e)",
+        "restart: w2 restored the snapshot saved 12:00:10.000",
+    );
 }
 
 #[test]
@@ -399,7 +405,11 @@ fn coverage_requires_a_stall_gap_only_for_database_outages_longer_than_the_timeo
 fn coverage_fails_when_the_history_miscounts_restores() {
     let mut run = healthy();
     run.obs.coverage.get_mut(&M).unwrap().restores = 0;
-    assert_fails(&run.obs, "(e)", "counts 0 restores, but 1 restores took effect");
+    assert_fails(
+        &run.obs,
+        "(e)",
+        "counts 0 restores, but 1 restores took effect",
+    );
 }
 
 #[test]
