@@ -12,6 +12,12 @@ use std::{
 use crate::broker::free_port;
 use anyhow::{Context, Result};
 
+/// The workers' MQTT reconnect schedule: first and longest wait.
+pub const MQTT_BACKOFF: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_millis(200),
+    std::time::Duration::from_secs(2),
+);
+
 /// What every worker of a run shares.
 #[derive(Debug, Clone)]
 pub struct WorkerEnv {
@@ -108,7 +114,14 @@ impl Worker {
                 env.checkpoint_timeout_secs.to_string(),
             )
             // Shrinks the MQTT reconnect schedule (test-only variable).
-            .env("RADAR_TEST_MQTT_BACKOFF_MS", "200,2000")
+            .env(
+                "RADAR_TEST_MQTT_BACKOFF_MS",
+                format!(
+                    "{},{}",
+                    MQTT_BACKOFF.0.as_millis(),
+                    MQTT_BACKOFF.1.as_millis()
+                ),
+            )
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(file)

@@ -69,6 +69,10 @@ struct Args {
     /// Keep the run directory (logs, cluster) even when every invariant holds.
     #[arg(long)]
     keep: bool,
+    /// Check the observations a run saved (`observations.json` in a kept
+    /// run directory) again, without running anything.
+    #[arg(long, value_name = "FILE")]
+    recheck: Option<PathBuf>,
 }
 
 const CHECKPOINT_TIMEOUT_SECS: u64 = 5;
@@ -87,7 +91,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(run(args)) {
+    // Interrupted, the run is dropped: workers are killed, the broker and
+    // the cluster stopped and the run directory removed.
+    let outcome = runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            outcome = run(args) => outcome,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (SIGINT)"),
+            _ = term.recv() => bail!("interrupted (SIGTERM)"),
+        }
+    });
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -102,6 +116,15 @@ fn log(message: impl AsRef<str>) {
 }
 
 async fn run(args: Args) -> Result<bool> {
+    if let Some(path) = &args.recheck {
+        let text =
+            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let obs: Observations = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a run's observations", path.display()))?;
+        let verdicts = check::check(&obs);
+        print_verdicts(&verdicts);
+        return Ok(verdicts.iter().all(|v| v.failed == 0));
+    }
     let started = Instant::now();
     let faults = args.faults.unwrap_or(if args.short { 24 } else { 200 });
     let monitors_wanted = args.monitors.unwrap_or(if args.short { 4 } else { 6 });
@@ -209,6 +232,7 @@ async fn run(args: Args) -> Result<bool> {
         resumed,
         limits: Limits {
             checkpoint_timeout: Duration::from_secs(CHECKPOINT_TIMEOUT_SECS),
+            reconnect: fleet::MQTT_BACKOFF.1,
             ..Limits::default()
         },
         ..Observations::default()
@@ -236,6 +260,11 @@ async fn run(args: Args) -> Result<bool> {
         exit_code: None,
     });
 
+    // What the checks saw, for `--recheck` and for people.
+    fs::write(
+        env.dir.join("observations.json"),
+        serde_json::to_vec(&obs).context("serializing the observations")?,
+    )?;
     let verdicts = check::check(&obs);
     let clean_stops = final_ends
         .iter()
@@ -420,6 +449,10 @@ fn report(
     for (note, n) in notes {
         println!("note: {n} x {note}");
     }
+    print_verdicts(verdicts);
+}
+
+fn print_verdicts(verdicts: &[Verdict]) {
     for v in verdicts {
         println!("{}: {} passed, {} failed", v.name, v.passed, v.failed);
         for f in &v.failures {

@@ -6,7 +6,9 @@
 //!   restore (what happened in between was rolled back or never seen);
 //! - a broker outage, once the workers could notice it;
 //! - a database outage longer than the checkpoint timeout, from when the
-//!   model must have stopped advancing.
+//!   model must have stopped advancing: the timeout (plus detection) after
+//!   the outage began, or after frames could flow again when the broker was
+//!   down too (without input nothing is left uncommitted, so nothing stalls).
 //!
 //! Windows are clipped to the history's covered span (a monitor reports
 //! nothing before its first or after its newest frame) and to the part of
@@ -38,10 +40,22 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
     let timeout = chrono::Duration::from_std(limits.checkpoint_timeout + limits.stall_detection)
         .unwrap_or(chrono::Duration::MAX);
     let detection = chrono::Duration::from_std(limits.outage_detection).unwrap_or_default();
+    let reconnect = chrono::Duration::from_std(limits.reconnect).unwrap_or_default();
     for o in &obs.outages {
         let from = match o.kind {
             OutageKind::Broker => o.from + detection,
-            OutageKind::Database => o.from + timeout,
+            // The model stops a timeout after its oldest uncommitted change.
+            // While the broker is down nothing changes, so that clock starts
+            // once frames can flow again.
+            OutageKind::Database => {
+                let flowing = obs
+                    .outages
+                    .iter()
+                    .filter(|b| b.kind == OutageKind::Broker && b.from < o.to && b.to > o.from)
+                    .map(|b| b.to + reconnect)
+                    .fold(o.from, Ts::max);
+                flowing + timeout
+            }
         };
         if from >= o.to {
             continue;

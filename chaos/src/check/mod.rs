@@ -22,19 +22,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub type Ts = DateTime<Utc>;
 
 /// Which audited table a write went to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Table {
     Checkpoint,
     Evidence,
     Alarm,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
     Insert,
     Update,
@@ -45,7 +46,7 @@ pub enum Op {
 /// writing transaction (so rolled-back writes leave no trace). `seq` orders
 /// the writes of one monitor in commit order: every write of a monitor
 /// holds its snapshot row's lock until it commits.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Write {
     pub seq: i64,
     pub table: Table,
@@ -70,7 +71,7 @@ pub struct Write {
 
 /// One row of `radar_evidence` (or `radar_alarms`, with `frame_ts` the
 /// opening frame and `score` the peak).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRow {
     pub monitor: Uuid,
     pub frame_ts: Ts,
@@ -79,7 +80,7 @@ pub struct ResultRow {
 }
 
 /// A worker's "Snapshot restored" log line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Restore {
     pub writer: String,
     pub monitor: Uuid,
@@ -89,7 +90,7 @@ pub struct Restore {
 }
 
 /// One `radar status --json` row as sampled during the run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusSample {
     pub monitor: Uuid,
     pub writer: String,
@@ -98,7 +99,7 @@ pub struct StatusSample {
 }
 
 /// One gap of a monitor's final coverage history.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gap {
     pub cause: String,
     pub from: Ts,
@@ -107,7 +108,7 @@ pub struct Gap {
 }
 
 /// A monitor's coverage history from its last committed snapshot.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Coverage {
     pub covered_from: Option<Ts>,
     pub covered_to: Option<Ts>,
@@ -118,7 +119,7 @@ pub struct Coverage {
     pub restores: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OutageKind {
     /// The broker was down: no monitor could receive anything.
     Broker,
@@ -127,7 +128,7 @@ pub enum OutageKind {
 }
 
 /// A stretch during which the driver held a service down.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outage {
     pub kind: OutageKind,
     pub from: Ts,
@@ -136,7 +137,7 @@ pub struct Outage {
 }
 
 /// A process's log, and how the process ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessLog {
     pub name: String,
     pub text: String,
@@ -145,7 +146,7 @@ pub struct ProcessLog {
 }
 
 /// What one run recorded.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Observations {
     pub monitors: Vec<Uuid>,
     pub writes: Vec<Write>,
@@ -167,7 +168,7 @@ pub struct Observations {
 }
 
 /// Timing allowances of the checks, each with the reason it exists.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
     /// `RADAR_CHECKPOINT_TIMEOUT_SECONDS` of the workers.
     pub checkpoint_timeout: Duration,
@@ -177,6 +178,10 @@ pub struct Limits {
     pub stall_detection: Duration,
     /// A worker notices a killed broker when its socket fails.
     pub outage_detection: Duration,
+    /// Longest wait of a worker's MQTT reconnect schedule
+    /// (`RADAR_TEST_MQTT_BACKOFF_MS` of the run): frames flow again at most
+    /// this long after the broker is back.
+    pub reconnect: Duration,
     /// Uncovered time allowed inside a window that must be a gap (clock
     /// reads of the driver and the worker are not simultaneous).
     pub slack: Duration,
@@ -188,6 +193,7 @@ impl Default for Limits {
             checkpoint_timeout: Duration::from_secs(5),
             stall_detection: Duration::from_millis(2500),
             outage_detection: Duration::from_secs(1),
+            reconnect: Duration::from_secs(2),
             slack: Duration::from_millis(500),
         }
     }
