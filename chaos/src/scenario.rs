@@ -247,7 +247,7 @@ impl Chaos {
         Ok(())
     }
 
-    /// A fault that applies now, by weight.
+    /// A fault that applies now: each kind once first, then by weight.
     fn pick(&mut self) -> Fault {
         let has_worker = self
             .slots
@@ -265,6 +265,15 @@ impl Chaos {
             // Every shard is between workers and both services are down:
             // one more overlapping start is always possible.
             return Fault::Takeover;
+        }
+        // Every kind once first, so that even a short run has each of them.
+        let fresh: Vec<Fault> = applicable
+            .iter()
+            .copied()
+            .filter(|f| !self.injected.contains_key(f))
+            .collect();
+        if !fresh.is_empty() {
+            return fresh[self.rng.below(fresh.len() as u64) as usize];
         }
         let total: u64 = applicable.iter().map(|f| f.weight()).sum();
         let mut pick = self.rng.below(total);
