@@ -18,7 +18,7 @@ use radar::{
     mqtt::Backoff,
     runtime::CheckpointLimits,
     snapshot::CheckpointKey,
-    store::{self, CheckpointStore, Services},
+    store::{self, CheckpointStore, GraphStore, Services},
     telemetry::Telemetry,
 };
 use tokio::sync::oneshot;
@@ -39,6 +39,8 @@ pub struct WorkerContext {
     /// `None` when database writes are disabled.
     pub store: Option<CheckpointStore>,
     pub services: Services,
+    /// Graph runs: admission, the bound revision, failure records, stops.
+    pub graphs: GraphStore,
     pub backoff: Backoff,
     pub telemetry: Telemetry,
     model_arbiters: Vec<ArbiterHandle>,
@@ -131,6 +133,7 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
         telemetry,
         model_arbiters: arbiters.iter().map(Arbiter::handle).collect(),
         next_arbiter: AtomicUsize::new(0),
+        graphs: GraphStore::new(pool.clone()),
         services: store::Services::new(pool),
         settings,
         worker_id,
