@@ -7,17 +7,18 @@
 //! the exit code is 1 when any failed, 2 when the run itself could not be
 //! carried out.
 //!
-//! Layout: `postgres` (the private cluster), `broker` (the shared test
-//! helper that runs Mosquitto), `fleet` (worker processes and CLI calls),
+//! Layout: `common::postgres` and `broker` (the shared test helpers that run
+//! a private PostgreSQL cluster and Mosquitto), `fleet` (worker processes and CLI calls),
 //! `publisher` (sensor frames), `scenario` (the fault loop and healing),
 //! `observe` (audit, samples, final reads), `check` (the invariants, pure).
 
 #[path = "../../tests/common/broker.rs"]
 mod broker;
 mod check;
+#[path = "../../tests/common/mod.rs"]
+mod common;
 mod fleet;
 mod observe;
-mod postgres;
 mod publisher;
 mod scenario;
 
@@ -164,8 +165,8 @@ async fn run(args: Args) -> Result<bool> {
         dir.path().display()
     ));
 
-    let cluster = tokio::task::block_in_place(|| postgres::Cluster::start(dir.path()))?;
-    let admin = cluster.url("postgres", "radar-chaos");
+    let cluster = tokio::task::block_in_place(common::postgres::PrivatePostgres::start)?;
+    let admin = format!("{}/postgres?application_name=radar-chaos", cluster.url());
     {
         use diesel_async::RunQueryDsl;
         let mut conn = observe::connect(&admin).await?;
@@ -174,7 +175,7 @@ async fn run(args: Args) -> Result<bool> {
             .await
             .context("creating the chaos database")?;
     }
-    let db_url = cluster.url(DATABASE, "radar-chaos");
+    let db_url = format!("{}/{DATABASE}?application_name=radar-chaos", cluster.url());
     let broker = broker::Mosquitto::start(100_000).await?;
     let env = WorkerEnv {
         radar,

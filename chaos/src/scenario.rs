@@ -16,9 +16,9 @@ use uuid::Uuid;
 use crate::{
     broker::Mosquitto,
     check::{Outage, OutageKind, Ts},
+    common::postgres::{PrivatePostgres as Cluster, StopMode},
     fleet::{Ended, Worker, WorkerEnv},
     observe,
-    postgres::{Cluster, StopMode},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -359,7 +359,7 @@ impl Chaos {
                 let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1);
                 self.database_down_since = Some(Utc::now());
                 let cluster = &mut self.cluster;
-                tokio::task::block_in_place(|| cluster.stop(mode))?;
+                tokio::task::block_in_place(|| cluster.stop_with(mode))?;
                 self.database = Database::Stopped {
                     until: Instant::now() + down,
                 };
@@ -491,7 +491,7 @@ impl Chaos {
             Database::Up => return Ok(()),
             Database::Stopped { .. } => {
                 let cluster = &mut self.cluster;
-                tokio::task::block_in_place(|| cluster.start_again())?;
+                tokio::task::block_in_place(|| cluster.restart())?;
                 "database restart"
             }
             Database::Paused { .. } => {
