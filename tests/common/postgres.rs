@@ -2,7 +2,8 @@
 //! database: `initdb` into a temporary directory (as the `postgres` user when
 //! the tests run as root, since PostgreSQL refuses to run as root) and
 //! `pg_ctl` on a free loopback port with trust authentication. The shared
-//! cluster on 5432 is never touched.
+//! cluster on 5432 is never touched. It can be stopped (cleanly or as a
+//! crash) and frozen (SIGSTOP), as `scripts/chaos` does.
 //!
 //! Include with `#[path = "common/postgres.rs"] mod postgres;`.
 #![allow(dead_code)]
@@ -24,6 +25,17 @@ pub struct PrivatePostgres {
     dir: tempfile::TempDir,
     pub port: u16,
     running: bool,
+    /// Processes frozen by [`PrivatePostgres::pause`], in the order stopped.
+    paused: Vec<u32>,
+}
+
+/// How [`PrivatePostgres::stop_with`] ends the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// Rolls back open transactions, disconnects and shuts down cleanly.
+    Fast,
+    /// Like a crash: the next start runs recovery.
+    Immediate,
 }
 
 impl PrivatePostgres {
@@ -53,6 +65,7 @@ impl PrivatePostgres {
             dir,
             port,
             running: false,
+            paused: Vec::new(),
         };
         cluster.restart()?;
         Ok(cluster)
@@ -95,12 +108,56 @@ impl PrivatePostgres {
     /// Stops the cluster at once, as a crash or a lost host would: every
     /// connection is cut and new ones are refused until [`Self::restart`].
     pub fn stop(&mut self) -> Result<()> {
+        self.stop_with(StopMode::Immediate)
+    }
+
+    pub fn stop_with(&mut self, mode: StopMode) -> Result<()> {
+        self.resume()?;
+        let mode = match mode {
+            StopMode::Fast => "fast",
+            StopMode::Immediate => "immediate",
+        };
         run(command("pg_ctl")?
             .arg("-D")
             .arg(self.data())
-            .args(["-m", "immediate", "-w", "stop"]))
+            .args(["-m", mode, "-w", "stop"]))
         .context("stopping the private cluster")?;
         self.running = false;
+        Ok(())
+    }
+
+    /// Freezes the server as a stalled host would: SIGSTOP to the postmaster
+    /// (so it starts nothing new), then to every backend and background
+    /// process. Connections stay open and hang until [`Self::resume`].
+    pub fn pause(&mut self) -> Result<()> {
+        let pidfile = std::fs::read_to_string(self.data().join("postmaster.pid"))
+            .context("reading postmaster.pid (is the private cluster running?)")?;
+        let postmaster: u32 = pidfile
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .context("postmaster.pid has no pid on its first line")?;
+        signal("STOP", &[postmaster])?;
+        self.paused.push(postmaster);
+        let children = children(postmaster);
+        if !children.is_empty() {
+            signal("STOP", &children)?;
+            self.paused.extend(children);
+        }
+        Ok(())
+    }
+
+    /// Continues what [`Self::pause`] froze, children first.
+    pub fn resume(&mut self) -> Result<()> {
+        if self.paused.is_empty() {
+            return Ok(());
+        }
+        let pids: Vec<u32> = self.paused.drain(..).rev().collect();
+        // A frozen backend may have been gone already: that is no error.
+        let _ = Command::new("kill")
+            .arg("-CONT")
+            .args(pids.iter().map(u32::to_string))
+            .output();
         Ok(())
     }
 
@@ -111,6 +168,7 @@ impl PrivatePostgres {
 
 impl Drop for PrivatePostgres {
     fn drop(&mut self) {
+        let _ = self.resume();
         if self.running {
             let _ = self.stop();
         }
@@ -159,6 +217,34 @@ fn find(program: &str) -> Result<PathBuf> {
     versions
         .pop()
         .with_context(|| format!("{program} not found on PATH or under /usr/lib/postgresql"))
+}
+
+fn signal(name: &str, pids: &[u32]) -> Result<()> {
+    run(Command::new("kill")
+        .arg(format!("-{name}"))
+        .args(pids.iter().map(u32::to_string)))
+    .map(drop)
+}
+
+/// The direct children of a process, from /proc.
+fn children(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    // The command may hold spaces; the fields resume after ')'.
+                    let rest = stat.get(stat.rfind(')')? + 2..)?;
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
 }
 
 fn run(cmd: &mut Command) -> Result<Output> {

@@ -1,0 +1,130 @@
+//! (e) Every restart and outage is reported as a coverage gap.
+//!
+//! Windows during which a monitor cannot have watched its stream, each of
+//! which the final coverage history must cover with gaps (up to the slack):
+//! - a restart: from the save time of the snapshot a worker restored to the
+//!   restore (what happened in between was rolled back or never seen);
+//! - a broker outage, once the workers could notice it;
+//! - a database outage longer than the checkpoint timeout, from when the
+//!   model must have stopped advancing: the timeout (plus detection) after
+//!   the outage began, or after frames could flow again when the broker was
+//!   down too (without input nothing is left uncommitted, so nothing stalls).
+//!
+//! Windows are clipped to the history's covered span (a monitor reports
+//! nothing before its first or after its newest frame) and to the part of
+//! the list that was not folded into totals. The history must also count
+//! exactly the restores that took effect.
+
+use std::collections::BTreeMap;
+
+use super::{Coverage, Observations, OutageKind, Ts, Verdict, ms};
+
+pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
+    let mut v = Verdict::new("(e) every restart and outage reported as a coverage gap");
+    let limits = obs.limits;
+    let mut windows: BTreeMap<uuid::Uuid, Vec<(Ts, Ts, String)>> = BTreeMap::new();
+    let mut effective: BTreeMap<uuid::Uuid, u64> = BTreeMap::new();
+    for e in super::effective_restores(obs) {
+        let r = e.restore;
+        *effective.entry(r.monitor).or_default() += 1;
+        windows.entry(r.monitor).or_default().push((
+            r.saved_at,
+            r.at,
+            format!(
+                "restart: {} restored the snapshot saved {}",
+                r.writer,
+                ms(r.saved_at)
+            ),
+        ));
+    }
+    let timeout = chrono::Duration::from_std(limits.checkpoint_timeout + limits.stall_detection)
+        .unwrap_or(chrono::Duration::MAX);
+    let detection = chrono::Duration::from_std(limits.outage_detection).unwrap_or_default();
+    let reconnect = chrono::Duration::from_std(limits.reconnect).unwrap_or_default();
+    for o in &obs.outages {
+        let from = match o.kind {
+            OutageKind::Broker => o.from + detection,
+            // The model stops a timeout after its oldest uncommitted change.
+            // While the broker is down nothing changes, so that clock starts
+            // once frames can flow again.
+            OutageKind::Database => {
+                let flowing = obs
+                    .outages
+                    .iter()
+                    .filter(|b| b.kind == OutageKind::Broker && b.from < o.to && b.to > o.from)
+                    .map(|b| b.to + reconnect)
+                    .fold(o.from, Ts::max);
+                flowing + timeout
+            }
+        };
+        if from >= o.to {
+            continue;
+        }
+        for m in &obs.monitors {
+            windows
+                .entry(*m)
+                .or_default()
+                .push((from, o.to, o.what.clone()));
+        }
+    }
+
+    let slack = chrono::Duration::from_std(limits.slack).unwrap_or_default();
+    let empty = Coverage::default();
+    for m in &obs.monitors {
+        let coverage = obs.coverage.get(m).unwrap_or(&empty);
+        let (Some(first), Some(last)) = (coverage.covered_from, coverage.covered_to) else {
+            v.fail(format!(
+                "monitor {m}: its final snapshot has no covered span"
+            ));
+            continue;
+        };
+        let complete = coverage.complete_from.map_or(first, |c| c.max(first));
+        for (from, to, what) in windows.get(m).into_iter().flatten() {
+            let (from, to) = ((*from).max(complete), (*to).min(last));
+            if from >= to {
+                continue;
+            }
+            let missing = super::uncovered(from, to, &coverage.gaps);
+            v.expect(missing <= slack, || {
+                format!(
+                    "monitor {m}: {what}: {:.1} s of {} .. {} are shown as watched; gaps: {}",
+                    missing.as_seconds_f64(),
+                    ms(from),
+                    ms(to),
+                    describe(coverage, from, to)
+                )
+            });
+        }
+        let expected = effective.get(m).copied().unwrap_or(0);
+        v.expect(coverage.restores == expected, || {
+            format!(
+                "monitor {m}: its history counts {} restores, but {expected} restores took effect",
+                coverage.restores
+            )
+        });
+    }
+    v.vacuous_fails("monitors")
+}
+
+/// The gaps near a window, for the failure message.
+fn describe(c: &Coverage, from: Ts, to: Ts) -> String {
+    let margin = chrono::Duration::seconds(10);
+    let near: Vec<String> = c
+        .gaps
+        .iter()
+        .filter(|g| g.from <= to + margin && g.to.is_none_or(|end| end >= from - margin))
+        .map(|g| {
+            format!(
+                "{} {}..{}",
+                g.cause,
+                ms(g.from),
+                g.to.map_or("open".into(), ms)
+            )
+        })
+        .collect();
+    if near.is_empty() {
+        "none nearby".into()
+    } else {
+        near.join(", ")
+    }
+}

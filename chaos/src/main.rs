@@ -1,0 +1,463 @@
+//! `radar-chaos`: the fault-injection suite. Starts its own PostgreSQL
+//! cluster and Mosquitto on free loopback ports, creates monitors with the
+//! real `radar` CLI, drives sensor data, runs real `radar worker` processes
+//! and shakes them (kill -9, SIGTERM, overlapping takeovers, broker restarts,
+//! PostgreSQL restarts and pauses). Afterwards it checks the recovery
+//! invariants over what it recorded and prints `N passed, N failed` for each;
+//! the exit code is 1 when any failed, 2 when the run itself could not be
+//! carried out.
+//!
+//! Layout: `common::postgres` and `broker` (the shared test helpers that run
+//! a private PostgreSQL cluster and Mosquitto), `fleet` (worker processes and CLI calls),
+//! `publisher` (sensor frames), `scenario` (the fault loop and healing),
+//! `observe` (audit, samples, final reads), `check` (the invariants, pure).
+
+#[path = "../../tests/common/broker.rs"]
+mod broker;
+mod check;
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod fleet;
+mod observe;
+mod publisher;
+mod scenario;
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use uuid::Uuid;
+
+use check::{Limits, Observations, ProcessLog, Verdict};
+use fleet::{WorkerEnv, radar_cli};
+use publisher::{Feed, Publisher};
+use scenario::{Chaos, Fault, Plan};
+
+/// Fault-injection run against real radar workers, Mosquitto and PostgreSQL.
+#[derive(Debug, Parser)]
+#[command(name = "radar-chaos")]
+struct Args {
+    /// The CI run: 24 faults, 4 monitors, about two minutes.
+    #[arg(long)]
+    short: bool,
+    /// How many faults to inject (default 24 with --short, else 200).
+    #[arg(long)]
+    faults: Option<u32>,
+    /// Stop injecting after this many seconds, however many faults are done.
+    #[arg(long)]
+    max_seconds: Option<u64>,
+    /// Monitors to create (default 4 with --short, else 6).
+    #[arg(long)]
+    monitors: Option<usize>,
+    /// Worker shards (`RADAR_SHARD=i/N`); one live worker each.
+    #[arg(long, default_value_t = 2)]
+    shards: u32,
+    /// Frames per second per monitor.
+    #[arg(long, default_value_t = 10)]
+    rate: u32,
+    /// Seed of the fault schedule (default: from the clock; printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The `radar` binary (default: next to this one).
+    #[arg(long)]
+    radar: Option<PathBuf>,
+    /// Keep the run directory (logs, cluster) even when every invariant holds.
+    #[arg(long)]
+    keep: bool,
+    /// Check the observations a run saved (`observations.json` in a kept
+    /// run directory) again, without running anything.
+    #[arg(long, value_name = "FILE")]
+    recheck: Option<PathBuf>,
+}
+
+const CHECKPOINT_TIMEOUT_SECS: u64 = 5;
+const DATABASE: &str = "radar_chaos";
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("radar-chaos: cannot start a runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Interrupted, the run is dropped: workers are killed, the broker and
+    // the cluster stopped and the run directory removed.
+    let outcome = runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            outcome = run(args) => outcome,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted (SIGINT)"),
+            _ = term.recv() => bail!("interrupted (SIGTERM)"),
+        }
+    });
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("radar-chaos: the run could not be carried out: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn log(message: impl AsRef<str>) {
+    eprintln!("[radar-chaos] {}", message.as_ref());
+}
+
+async fn run(args: Args) -> Result<bool> {
+    if let Some(path) = &args.recheck {
+        let text =
+            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let obs: Observations = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a run's observations", path.display()))?;
+        let verdicts = check::check(&obs);
+        print_verdicts(&verdicts);
+        return Ok(verdicts.iter().all(|v| v.failed == 0));
+    }
+    let started = Instant::now();
+    let faults = args.faults.unwrap_or(if args.short { 24 } else { 200 });
+    let monitors_wanted = args.monitors.unwrap_or(if args.short { 4 } else { 6 });
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let plan = Plan {
+        faults,
+        deadline: Duration::from_secs(args.max_seconds.unwrap_or(if args.short {
+            120
+        } else {
+            u64::from(faults) * 8
+        })),
+        gap_ms: (1000, 3500),
+        outage_ms: (500, 12_000),
+        heal_deadline: Duration::from_secs(120),
+    };
+    let radar = match args.radar {
+        Some(path) => path,
+        None => std::env::current_exe()?
+            .parent()
+            .context("the radar-chaos binary has no directory")?
+            .join("radar"),
+    };
+    if !radar.exists() {
+        bail!(
+            "no radar binary at {} (build it: cargo build -p radar-actors)",
+            radar.display()
+        );
+    }
+    let dir = tempfile::Builder::new().prefix("radar-chaos-").tempdir()?;
+    log(format!(
+        "seed {seed}, {faults} faults, {monitors_wanted} monitors on {} shards; run directory {}",
+        args.shards,
+        dir.path().display()
+    ));
+
+    let cluster = tokio::task::block_in_place(common::postgres::PrivatePostgres::start)?;
+    let admin = format!("{}/postgres?application_name=radar-chaos", cluster.url());
+    {
+        use diesel_async::RunQueryDsl;
+        let mut conn = observe::connect(&admin).await?;
+        diesel::sql_query(format!("CREATE DATABASE {DATABASE}"))
+            .execute(&mut conn)
+            .await
+            .context("creating the chaos database")?;
+    }
+    let db_url = format!("{}/{DATABASE}?application_name=radar-chaos", cluster.url());
+    let broker = broker::Mosquitto::start(100_000).await?;
+    let env = WorkerEnv {
+        radar,
+        dir: dir.path().to_path_buf(),
+        mqtt_url: broker.url(),
+        database: DATABASE.into(),
+        pg_port: cluster.port,
+        shards: args.shards,
+        checkpoint_timeout_secs: CHECKPOINT_TIMEOUT_SECS,
+    };
+    let (ok, _) = radar_cli(&env, &["migrate"], Duration::from_secs(60)).await?;
+    if !ok {
+        bail!(
+            "radar migrate failed; see {}",
+            env.dir.join(fleet::CLI_LOG).display()
+        );
+    }
+    observe::install_audit(&db_url).await?;
+    let (monitors, feeds) = create_monitors(&env, monitors_wanted).await?;
+    log(format!(
+        "PostgreSQL on {}, Mosquitto on {}, {} monitors",
+        cluster.port,
+        broker.port,
+        monitors.len()
+    ));
+
+    let publisher = Publisher::start(broker.port, feeds, args.rate);
+    let sampler = observe::Sampler::start(env.clone(), db_url.clone());
+    let mut chaos = Chaos::new(env.clone(), db_url.clone(), cluster, broker, monitors, seed);
+    chaos.start_workers()?;
+    warm_up(&db_url, &chaos.monitors, Duration::from_secs(90)).await?;
+    log(format!(
+        "monitors calibrated after {:.0} s; injecting faults",
+        started.elapsed().as_secs_f64()
+    ));
+
+    let faults_started = Instant::now();
+    chaos.run(&plan).await?;
+    let fault_seconds = faults_started.elapsed().as_secs_f64();
+    log("healing");
+    let resumed = chaos.heal(plan.heal_deadline).await?;
+    let published = publisher.stop().await;
+    let samples = sampler.stop().await;
+    let final_ends = chaos.stop_all().await;
+
+    let mut obs = Observations {
+        monitors: chaos.monitors.keys().copied().collect(),
+        writes: observe::audited_writes(&db_url).await?,
+        final_evidence: observe::evidence_rows(&db_url).await?,
+        final_alarms: observe::alarm_rows(&db_url).await?,
+        sampled_evidence: samples.evidence,
+        published,
+        status: samples.status,
+        outages: chaos.outages.clone(),
+        resumed,
+        limits: Limits {
+            checkpoint_timeout: Duration::from_secs(CHECKPOINT_TIMEOUT_SECS),
+            reconnect: fleet::MQTT_BACKOFF.1,
+            ..Limits::default()
+        },
+        ..Observations::default()
+    };
+    for m in &obs.monitors {
+        match observe::coverage(&env, *m).await {
+            Ok(c) => {
+                obs.coverage.insert(*m, c);
+            }
+            Err(e) => log(format!("monitor {m}: {e:#}")),
+        }
+    }
+    for w in &chaos.finished {
+        let text = w.log_text();
+        obs.restores.extend(observe::restores(&w.name, &text));
+        obs.logs.push(ProcessLog {
+            name: w.name.clone(),
+            text,
+            exit_code: w.ended.and_then(|e| e.code()),
+        });
+    }
+    obs.logs.push(ProcessLog {
+        name: fleet::CLI_LOG.into(),
+        text: fs::read_to_string(env.dir.join(fleet::CLI_LOG)).unwrap_or_default(),
+        exit_code: None,
+    });
+
+    // What the checks saw, for `--recheck` and for people.
+    fs::write(
+        env.dir.join("observations.json"),
+        serde_json::to_vec(&obs).context("serializing the observations")?,
+    )?;
+    let verdicts = check::check(&obs);
+    let clean_stops = final_ends
+        .iter()
+        .filter(|(_, e)| *e == Some(fleet::Ended::Code(0)))
+        .count();
+    report(&chaos, &obs, &verdicts, fault_seconds, started.elapsed());
+    println!(
+        "final stop: {clean_stops} of {} workers exited 0{}",
+        final_ends.len(),
+        final_ends
+            .iter()
+            .filter(|(_, e)| *e != Some(fleet::Ended::Code(0)))
+            .map(|(n, e)| format!(
+                "; {n}: {}",
+                e.map_or("killed after the grace time".into(), |e| e.to_string())
+            ))
+            .collect::<String>()
+    );
+    let passed = verdicts.iter().all(|v| v.failed == 0) && clean_stops == final_ends.len();
+    if passed && !args.keep {
+        drop(chaos);
+        dir.close()?;
+    } else {
+        drop(chaos);
+        let kept = dir.keep();
+        println!("run directory kept: {}", kept.display());
+    }
+    Ok(passed)
+}
+
+/// Creates monitors through `radar monitor create` until there are at least
+/// `wanted` and every shard has one.
+async fn create_monitors(
+    env: &WorkerEnv,
+    wanted: usize,
+) -> Result<(BTreeMap<Uuid, u32>, Vec<Feed>)> {
+    let mut monitors = BTreeMap::new();
+    let mut feeds = Vec::new();
+    let shard_of = |id: Uuid| {
+        (1..=env.shards)
+            .find(|&index| {
+                radar::runtime::owns(
+                    radar::config::Shard {
+                        index,
+                        count: env.shards,
+                    },
+                    id,
+                )
+            })
+            .unwrap_or(1)
+    };
+    while monitors.len() < wanted || (1..=env.shards).any(|s| !monitors.values().any(|&v| v == s)) {
+        if monitors.len() >= wanted + 20 {
+            bail!("could not give every shard a monitor");
+        }
+        let n = monitors.len();
+        let prefix = format!("chaos/{}/m{n}", Uuid::new_v4().simple());
+        let path = env.dir.join(format!("m{n}.toml"));
+        fs::write(&path, monitor_toml(&format!("chaos-m{n}"), &prefix))?;
+        let path = path.display().to_string();
+        let (ok, out) = radar_cli(
+            env,
+            &["monitor", "create", "--config", &path],
+            Duration::from_secs(30),
+        )
+        .await?;
+        if !ok {
+            bail!(
+                "radar monitor create failed; see {}",
+                env.dir.join(fleet::CLI_LOG).display()
+            );
+        }
+        let id: Uuid = out
+            .trim()
+            .parse()
+            .context("radar monitor create printed no id")?;
+        monitors.insert(id, shard_of(id));
+        feeds.push(Feed {
+            monitor: id,
+            prefix,
+        });
+    }
+    Ok((monitors, feeds))
+}
+
+/// Two required readings; calibrated after 40 frames (4 s at 10 per
+/// second); alarms open on 3 flagged frames of 5.
+fn monitor_toml(name: &str, prefix: &str) -> String {
+    format!(
+        r#"name = "{name}"
+
+[[readings]]
+name = "a"
+topic = "{prefix}/a"
+
+[[readings]]
+name = "b"
+topic = "{prefix}/b"
+
+[alignment]
+freshness_ms = 5000
+max_age_ms = 30000
+future_tolerance_ms = 2000
+max_skew_ms = 1000
+
+[detector]
+training_frames = 20
+calibration_frames = 20
+false_alarm_rate = 0.05
+
+[detector.alarm]
+open_k = 3
+open_n = 5
+close_m = 10
+"#
+    )
+}
+
+/// Waits until every monitor has a committed snapshot past calibration.
+async fn warm_up(db_url: &str, monitors: &BTreeMap<Uuid, u32>, within: Duration) -> Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let rows = observe::snapshot_rows(db_url).await.unwrap_or_default();
+        let ready = monitors.keys().all(|m| {
+            rows.iter()
+                .any(|r| r.service_id == *m && r.processed_count >= 60)
+        });
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the monitors did not calibrate within {within:?} before any fault; committed: {:?}",
+                rows.iter()
+                    .map(|r| (r.service_id, r.processed_count))
+                    .collect::<Vec<_>>()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn report(
+    chaos: &Chaos,
+    obs: &Observations,
+    verdicts: &[Verdict],
+    fault_seconds: f64,
+    total: Duration,
+) {
+    let total_faults: u32 = chaos.injected.values().sum();
+    let by_kind: Vec<String> = Fault::ALL
+        .iter()
+        .map(|f| format!("{f} {}", chaos.injected.get(f).copied().unwrap_or(0)))
+        .collect();
+    println!(
+        "radar-chaos: {total_faults} faults in {fault_seconds:.0} s ({}); run took {:.0} s",
+        by_kind.join(", "),
+        total.as_secs_f64()
+    );
+    println!(
+        "observed: {} workers, {} audited writes, {} evidence rows, {} alarms, {} restores, {} status samples, {} outages",
+        chaos.finished.len(),
+        obs.writes.len(),
+        obs.final_evidence.len(),
+        obs.final_alarms.len(),
+        obs.restores.len(),
+        obs.status.len(),
+        obs.outages.len()
+    );
+    if !chaos.term_exits.is_empty() {
+        let exits: Vec<String> = chaos
+            .term_exits
+            .iter()
+            .map(|(how, n)| format!("{how}: {n}"))
+            .collect();
+        println!("SIGTERM during faults ended as: {}", exits.join(", "));
+    }
+    let mut notes: BTreeMap<&str, usize> = BTreeMap::new();
+    for note in &chaos.unexpected_exits {
+        *notes.entry(note.as_str()).or_default() += 1;
+    }
+    for (note, n) in notes {
+        println!("note: {n} x {note}");
+    }
+    print_verdicts(verdicts);
+}
+
+fn print_verdicts(verdicts: &[Verdict]) {
+    for v in verdicts {
+        println!("{}: {} passed, {} failed", v.name, v.passed, v.failed);
+        for f in &v.failures {
+            println!("    {f}");
+        }
+    }
+}

@@ -1,0 +1,603 @@
+//! The fault loop: one worker per shard normally; faults kill or stop
+//! workers, start overlapping ones, restart the broker and stop, crash or
+//! pause PostgreSQL. Outages last a random while and may overlap other
+//! faults. Then everything is healed and the monitors must resume.
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    time::{Duration, Instant},
+};
+
+use anyhow::Result;
+use chrono::Utc;
+use uuid::Uuid;
+
+use crate::{
+    broker::Mosquitto,
+    check::{Outage, OutageKind, Ts},
+    common::postgres::{PrivatePostgres as Cluster, StopMode},
+    fleet::{Ended, Worker, WorkerEnv},
+    observe,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    /// SIGKILL a shard's worker; a replacement starts a moment later.
+    Kill9,
+    /// SIGTERM a shard's worker (it commits and exits); a replacement starts.
+    Sigterm,
+    /// Start a second worker for a shard, then kill or stop the first: two
+    /// workers compute for the same monitors until fencing settles it.
+    Takeover,
+    /// SIGKILL Mosquitto; it comes back after a while.
+    BrokerRestart,
+    /// pg_ctl stop (fast or immediate) and start again after a while.
+    PgRestart,
+    /// SIGSTOP every PostgreSQL process; SIGCONT after a while.
+    PgPause,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 6] = [
+        Self::Kill9,
+        Self::Sigterm,
+        Self::Takeover,
+        Self::BrokerRestart,
+        Self::PgRestart,
+        Self::PgPause,
+    ];
+
+    /// Relative frequency.
+    fn weight(self) -> u64 {
+        match self {
+            Self::Kill9 | Self::Takeover => 6,
+            Self::Sigterm | Self::BrokerRestart => 4,
+            Self::PgRestart | Self::PgPause => 3,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Kill9 => "kill9",
+            Self::Sigterm => "sigterm",
+            Self::Takeover => "takeover",
+            Self::BrokerRestart => "broker_restart",
+            Self::PgRestart => "pg_restart",
+            Self::PgPause => "pg_pause",
+        })
+    }
+}
+
+/// A small deterministic generator (SplitMix64): a seed replays a schedule.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// A duration uniformly in `[lo, hi)` milliseconds.
+    fn ms(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi.saturating_sub(lo)))
+    }
+
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+/// How hard and how long to shake.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub faults: u32,
+    pub deadline: Duration,
+    /// Pause between faults, in ms.
+    pub gap_ms: (u64, u64),
+    /// How long the broker or the database stays down, in ms.
+    pub outage_ms: (u64, u64),
+    pub heal_deadline: Duration,
+}
+
+/// What a shard's worker slot is doing.
+struct Slot {
+    current: Option<Worker>,
+    respawn_at: Option<Instant>,
+}
+
+/// An old worker on its way out.
+struct Retiring {
+    worker: Worker,
+    /// When to stop it (takeover) and how; `None`: already signalled.
+    stop_at: Option<(Instant, bool)>,
+    /// When it was sent SIGTERM, to kill it if it never exits.
+    termed_at: Option<Instant>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Database {
+    Up,
+    Stopped { until: Instant },
+    Paused { until: Instant },
+}
+
+pub struct Chaos {
+    pub env: WorkerEnv,
+    pub db_url: String,
+    pub cluster: Cluster,
+    pub broker: Mosquitto,
+    pub monitors: BTreeMap<Uuid, u32>,
+    slots: BTreeMap<u32, Slot>,
+    retiring: Vec<Retiring>,
+    /// Every worker that ever ran, for its log and its end.
+    pub finished: Vec<Worker>,
+    broker_down: Option<(Instant, Ts)>,
+    database: Database,
+    database_down_since: Option<Ts>,
+    rng: Rng,
+    spawned: u32,
+    pub injected: BTreeMap<Fault, u32>,
+    pub outages: Vec<Outage>,
+    /// SIGTERM exits during the faults, by how they ended.
+    pub term_exits: BTreeMap<String, u32>,
+    /// Workers that ended without being told to, and why (their last log line).
+    pub unexpected_exits: Vec<String>,
+}
+
+/// A worker that ignores SIGTERM this long is killed (its limit is the
+/// checkpoint timeout plus 15 s).
+const TERM_GRACE: Duration = Duration::from_secs(40);
+const TICK: Duration = Duration::from_millis(100);
+
+impl Chaos {
+    pub fn new(
+        env: WorkerEnv,
+        db_url: String,
+        cluster: Cluster,
+        broker: Mosquitto,
+        monitors: BTreeMap<Uuid, u32>,
+        seed: u64,
+    ) -> Self {
+        let slots = (1..=env.shards)
+            .map(|s| {
+                (
+                    s,
+                    Slot {
+                        current: None,
+                        respawn_at: None,
+                    },
+                )
+            })
+            .collect();
+        Self {
+            env,
+            db_url,
+            cluster,
+            broker,
+            monitors,
+            slots,
+            retiring: Vec::new(),
+            finished: Vec::new(),
+            broker_down: None,
+            database: Database::Up,
+            database_down_since: None,
+            rng: Rng::new(seed),
+            spawned: 0,
+            injected: BTreeMap::new(),
+            outages: Vec::new(),
+            term_exits: BTreeMap::new(),
+            unexpected_exits: Vec::new(),
+        }
+    }
+
+    fn spawn(&mut self, shard: u32) -> Result<Worker> {
+        self.spawned += 1;
+        Worker::spawn(&self.env, format!("w{:03}-s{shard}", self.spawned), shard)
+    }
+
+    /// One worker per shard.
+    pub fn start_workers(&mut self) -> Result<()> {
+        let shards: Vec<u32> = self.slots.keys().copied().collect();
+        for shard in shards {
+            let worker = self.spawn(shard)?;
+            if let Some(slot) = self.slots.get_mut(&shard) {
+                slot.current = Some(worker);
+            }
+        }
+        Ok(())
+    }
+
+    /// Injects `plan.faults` faults (or as many as fit before the deadline).
+    pub async fn run(&mut self, plan: &Plan) -> Result<()> {
+        let started = Instant::now();
+        let mut next_fault = Instant::now();
+        let mut injected = 0;
+        while injected < plan.faults && started.elapsed() < plan.deadline {
+            self.settle().await?;
+            if Instant::now() >= next_fault {
+                let fault = self.pick();
+                self.inject(fault, plan).await?;
+                *self.injected.entry(fault).or_default() += 1;
+                injected += 1;
+                if injected % 10 == 0 || injected == plan.faults {
+                    eprintln!(
+                        "[radar-chaos] {injected}/{} faults after {:.0} s",
+                        plan.faults,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                next_fault = Instant::now() + self.rng.ms(plan.gap_ms.0, plan.gap_ms.1);
+            }
+            tokio::time::sleep(TICK).await;
+        }
+        Ok(())
+    }
+
+    /// A fault that applies now: each kind once first, then by weight.
+    fn pick(&mut self) -> Fault {
+        let has_worker = self
+            .slots
+            .values_mut()
+            .any(|s| s.current.as_mut().is_some_and(Worker::alive));
+        let applicable: Vec<Fault> = Fault::ALL
+            .into_iter()
+            .filter(|f| match f {
+                Fault::Kill9 | Fault::Sigterm | Fault::Takeover => has_worker,
+                Fault::BrokerRestart => self.broker_down.is_none(),
+                Fault::PgRestart | Fault::PgPause => self.database == Database::Up,
+            })
+            .collect();
+        if applicable.is_empty() {
+            // Every shard is between workers and both services are down:
+            // one more overlapping start is always possible.
+            return Fault::Takeover;
+        }
+        // Every kind once first, so that even a short run has each of them.
+        let fresh: Vec<Fault> = applicable
+            .iter()
+            .copied()
+            .filter(|f| !self.injected.contains_key(f))
+            .collect();
+        if !fresh.is_empty() {
+            return fresh[self.rng.below(fresh.len() as u64) as usize];
+        }
+        let total: u64 = applicable.iter().map(|f| f.weight()).sum();
+        let mut pick = self.rng.below(total);
+        for f in &applicable {
+            if pick < f.weight() {
+                return *f;
+            }
+            pick -= f.weight();
+        }
+        applicable[0]
+    }
+
+    /// A shard whose current worker is alive, at random.
+    fn live_shard(&mut self) -> Option<u32> {
+        let live: Vec<u32> = self
+            .slots
+            .iter_mut()
+            .filter_map(|(k, s)| s.current.as_mut().is_some_and(Worker::alive).then_some(*k))
+            .collect();
+        if live.is_empty() {
+            return None;
+        }
+        Some(live[self.rng.below(live.len() as u64) as usize])
+    }
+
+    async fn inject(&mut self, fault: Fault, plan: &Plan) -> Result<()> {
+        let now = Instant::now();
+        match fault {
+            Fault::Kill9 | Fault::Sigterm => {
+                let Some(shard) = self.live_shard() else {
+                    return Ok(());
+                };
+                let delay = self.rng.ms(0, 3000);
+                let Some(slot) = self.slots.get_mut(&shard) else {
+                    return Ok(());
+                };
+                let Some(mut worker) = slot.current.take() else {
+                    return Ok(());
+                };
+                slot.respawn_at = Some(now + delay);
+                if fault == Fault::Kill9 {
+                    worker.kill9();
+                    self.finished.push(worker);
+                } else {
+                    worker.term();
+                    self.retiring.push(Retiring {
+                        worker,
+                        stop_at: None,
+                        termed_at: Some(now),
+                    });
+                }
+            }
+            Fault::Takeover => {
+                let shard = match self.live_shard() {
+                    Some(s) => s,
+                    None => self.rng.below(u64::from(self.env.shards)) as u32 + 1,
+                };
+                let newcomer = self.spawn(shard)?;
+                let stop_at = now + self.rng.ms(500, 5000);
+                let kill = self.rng.coin();
+                if let Some(slot) = self.slots.get_mut(&shard) {
+                    slot.respawn_at = None;
+                    if let Some(old) = slot.current.replace(newcomer) {
+                        self.retiring.push(Retiring {
+                            worker: old,
+                            stop_at: Some((stop_at, kill)),
+                            termed_at: None,
+                        });
+                    }
+                }
+            }
+            Fault::BrokerRestart => {
+                let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1.min(4000));
+                self.broker_down = Some((now + down, Utc::now()));
+                self.broker.kill()?;
+            }
+            Fault::PgRestart => {
+                let mode = if self.rng.coin() {
+                    StopMode::Fast
+                } else {
+                    StopMode::Immediate
+                };
+                let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1);
+                self.database_down_since = Some(Utc::now());
+                let cluster = &mut self.cluster;
+                tokio::task::block_in_place(|| cluster.stop_with(mode))?;
+                self.database = Database::Stopped {
+                    until: Instant::now() + down,
+                };
+            }
+            Fault::PgPause => {
+                let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1);
+                self.database_down_since = Some(Utc::now());
+                self.cluster.pause()?;
+                self.database = Database::Paused {
+                    until: Instant::now() + down,
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Carries out what is due: services back up, replacements, the old
+    /// side of takeovers; reaps exited workers.
+    async fn settle(&mut self) -> Result<()> {
+        let now = Instant::now();
+        if let Some((until, since)) = self.broker_down
+            && now >= until
+        {
+            self.broker_up(since).await?;
+        }
+        match self.database {
+            Database::Stopped { until } | Database::Paused { until } if now >= until => {
+                self.database_up().await?;
+            }
+            _ => {}
+        }
+        let due: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.respawn_at.is_some_and(|at| now >= at))
+            .map(|(k, _)| *k)
+            .collect();
+        for shard in due {
+            let worker = self.spawn(shard)?;
+            if let Some(slot) = self.slots.get_mut(&shard) {
+                slot.respawn_at = None;
+                if let Some(old) = slot.current.replace(worker) {
+                    self.finished.push(old);
+                }
+            }
+        }
+        for r in &mut self.retiring {
+            if let Some((at, kill)) = r.stop_at
+                && now >= at
+            {
+                r.stop_at = None;
+                if kill {
+                    r.worker.kill9();
+                } else {
+                    r.worker.term();
+                    r.termed_at = Some(now);
+                }
+            }
+            if r.termed_at
+                .is_some_and(|t| now.duration_since(t) > TERM_GRACE)
+                && r.worker.alive()
+            {
+                self.unexpected_exits.push(format!(
+                    "{} ignored SIGTERM for {TERM_GRACE:?}",
+                    r.worker.name
+                ));
+                r.worker.kill9();
+            }
+            r.worker.reap();
+        }
+        let (done, still): (Vec<Retiring>, Vec<Retiring>) = std::mem::take(&mut self.retiring)
+            .into_iter()
+            .partition(|r| r.worker.ended.is_some());
+        self.retiring = still;
+        for r in done {
+            if r.termed_at.is_some()
+                && let Some(ended) = r.worker.ended
+            {
+                *self.term_exits.entry(ended.to_string()).or_default() += 1;
+            }
+            self.finished.push(r.worker);
+        }
+        // A current worker that ended by itself is a finding; replace it.
+        let mut replace = Vec::new();
+        for (shard, slot) in &mut self.slots {
+            if let Some(w) = slot.current.as_mut()
+                && let Some(ended) = w.reap()
+            {
+                let text = w.log_text();
+                let last = text
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("");
+                let why = serde_json::from_str::<serde_json::Value>(last)
+                    .ok()
+                    .and_then(|v| v["message"].as_str().map(str::to_string))
+                    .unwrap_or_else(|| last.trim().to_string());
+                self.unexpected_exits
+                    .push(format!("a worker ended by itself ({ended}): {why}"));
+                replace.push(*shard);
+            }
+        }
+        for shard in replace {
+            if let Some(slot) = self.slots.get_mut(&shard)
+                && let Some(old) = slot.current.take()
+            {
+                self.finished.push(old);
+                slot.respawn_at = Some(now + Duration::from_secs(1));
+            }
+        }
+        Ok(())
+    }
+
+    async fn broker_up(&mut self, since: Ts) -> Result<()> {
+        self.broker.restart().await?;
+        self.broker_down = None;
+        self.outages.push(Outage {
+            kind: OutageKind::Broker,
+            from: since,
+            to: Utc::now(),
+            what: format!("broker restart at {}", since.format("%H:%M:%S%.3f")),
+        });
+        Ok(())
+    }
+
+    async fn database_up(&mut self) -> Result<()> {
+        let what = match self.database {
+            Database::Up => return Ok(()),
+            Database::Stopped { .. } => {
+                let cluster = &mut self.cluster;
+                tokio::task::block_in_place(|| cluster.restart())?;
+                "database restart"
+            }
+            Database::Paused { .. } => {
+                self.cluster.resume()?;
+                "database pause"
+            }
+        };
+        self.database = Database::Up;
+        if let Some(since) = self.database_down_since.take() {
+            self.outages.push(Outage {
+                kind: OutageKind::Database,
+                from: since,
+                to: Utc::now(),
+                what: format!("{what} at {}", since.format("%H:%M:%S%.3f")),
+            });
+        }
+        Ok(())
+    }
+
+    /// Ends every outage, stops the old sides of takeovers, makes sure each
+    /// shard has one live worker, and waits until every monitor is owned by
+    /// its shard's worker and has processed new frames. Returns, per
+    /// monitor, whether it got there before the deadline.
+    pub async fn heal(&mut self, deadline: Duration) -> Result<BTreeMap<Uuid, bool>> {
+        if let Some((_, since)) = self.broker_down {
+            self.broker_up(since).await?;
+        }
+        self.database_up().await?;
+        for r in &mut self.retiring {
+            if r.worker.alive() {
+                r.worker.term();
+                r.termed_at = Some(Instant::now());
+            }
+            r.stop_at = None;
+        }
+        let started = Instant::now();
+        let mut baseline: BTreeMap<Uuid, i64> = BTreeMap::new();
+        let mut resumed: BTreeMap<Uuid, bool> = self.monitors.keys().map(|m| (*m, false)).collect();
+        loop {
+            let now = Instant::now();
+            for slot in self.slots.values_mut() {
+                if slot.current.is_none() {
+                    slot.respawn_at = Some(now);
+                }
+            }
+            self.settle().await?;
+            if let Ok(rows) = observe::snapshot_rows(&self.db_url).await {
+                for row in rows {
+                    let Some(shard) = self.monitors.get(&row.service_id) else {
+                        continue;
+                    };
+                    let owner = self
+                        .slots
+                        .get(shard)
+                        .and_then(|s| s.current.as_ref())
+                        .map(|w| w.name.as_str());
+                    let base = *baseline
+                        .entry(row.service_id)
+                        .or_insert(row.processed_count);
+                    let ok =
+                        owner == Some(row.writer_id.as_str()) && row.processed_count >= base + 20;
+                    resumed.insert(row.service_id, ok);
+                }
+            }
+            let retired = self.retiring.is_empty();
+            if retired && resumed.values().all(|ok| *ok) {
+                break;
+            }
+            if started.elapsed() > deadline {
+                eprintln!("[radar-chaos] healing: not every monitor resumed within {deadline:?}");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Ok(resumed)
+    }
+
+    /// SIGTERM to every live worker; waits for each to exit. Returns how
+    /// each ended (a clean stop is exit 0).
+    pub async fn stop_all(&mut self) -> Vec<(String, Option<Ended>)> {
+        let mut workers: Vec<Worker> = self
+            .slots
+            .values_mut()
+            .filter_map(|s| s.current.take())
+            .chain(self.retiring.drain(..).map(|r| r.worker))
+            .collect();
+        for w in &mut workers {
+            if w.alive() {
+                w.term();
+            }
+        }
+        let deadline = Instant::now() + TERM_GRACE;
+        while workers.iter_mut().any(Worker::alive) && Instant::now() < deadline {
+            tokio::time::sleep(TICK).await;
+        }
+        let mut ends = Vec::new();
+        for mut w in workers {
+            let ended = if w.alive() {
+                w.kill9();
+                None
+            } else {
+                w.ended
+            };
+            ends.push((w.name.clone(), ended));
+            self.finished.push(w);
+        }
+        ends
+    }
+}
