@@ -747,7 +747,7 @@ fn summary_row(m: &MonitorSummary) -> String {
     };
     let caught = if m.faults.is_empty() {
         if m.fault.is_some() {
-            "not injected yet".to_string()
+            "not yet".to_string()
         } else {
             "-".to_string()
         }
