@@ -61,6 +61,8 @@ pub struct DetectorFrame {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SinkOutput {
     pub score: f64,
+    /// The sink's threshold: `flagged` is `score >= threshold`.
+    pub threshold: f64,
     pub flagged: bool,
     pub alarm_event: Option<AlarmEvent>,
 }

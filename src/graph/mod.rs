@@ -13,13 +13,15 @@
 //! - `update`: each node type's update.
 //!
 //! # Running a graph run in a worker
-//! A monitor whose config carries a [`GraphBinding`] is a graph run:
-//! 1. `GraphStore::admit(binding.run_id, service_id)`; anything but
-//!    `Admitted` ends the monitor without touching its snapshot.
-//! 2. `GraphStore::compiled_for(&binding)`, then [`GraphExecutor::new`]
-//!    (or [`GraphExecutor::restore`] from the snapshot's [`GraphState`]).
-//! 3. Per frame `executor = match executor.run_frame(&frame) { Step::Advanced
-//!    { executor, report } => ..., Step::Quarantined(q) => ... }`.
+//! A monitor whose config carries a [`GraphBinding`] is a graph run;
+//! `radar-actors` (monitor startup, model and checkpoint actors) runs it so:
+//! 1. `GraphStore::compiled_for(&binding)`, then `GraphStore::admit(binding.run_id,
+//!    service_id)`; anything but `Admitted` ends the monitor without touching
+//!    its snapshot.
+//! 2. `MonitorCore::fresh_graph`, or `MonitorCore::restore_graph` from the
+//!    snapshot's graph state ([`GraphExecutor::new`] / [`GraphExecutor::restore`]).
+//! 3. Per frame `executor.run_frame(&frame)`: `Step::Advanced` hands the
+//!    executor back with its report, `Step::Quarantined` does not.
 //! 4. On `Quarantined`: no more frames, no checkpoint (shutdown included);
 //!    `GraphStore::record_failure_retrying(run, service, writer token,
 //!    q.diagnostics(), timeout, stop)` until it settles or an explicit stop.
@@ -59,6 +61,11 @@ use crate::config::FieldErrors;
 /// binding and its snapshot are laid out. A run records the contract it was
 /// activated under; a binary refuses runs of any other contract.
 pub const LAUNCH_CONTRACT_VERSION: i32 = 1;
+
+/// The version of the node types' arithmetic and state. A graph run's
+/// snapshot records it among its runtime versions, so a binary whose nodes
+/// compute differently refuses to restore it. Bump on any such change.
+pub const NODES_VERSION: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {

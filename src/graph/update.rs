@@ -110,6 +110,7 @@ pub(super) fn update(
                 let alarm_event = alarm.observe(ts, flagged, score);
                 report.sink = Some(SinkOutput {
                     score,
+                    threshold: p.threshold,
                     flagged,
                     alarm_event,
                 });

@@ -8,11 +8,15 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::graph_run::{GraphFrame, GraphRun};
+
+mod graph;
 use crate::{
     align::{Admission, AlignError, Aligner, Frame, Observation},
     config::MonitorConfig,
     coverage::{CoverageHistory, GapCause},
     detector::{AlarmEvent, Detector, DetectorError, Outcome, Phase, Scored},
+    graph::{FailureDiagnostics, FrameReport},
     mqtt::payload::PayloadRejection,
     snapshot::{ManagedState, ProcessingCounters, RecoveryMetadata},
     store::{AlarmRecord, EvidenceRecord, PendingResults},
@@ -34,6 +38,42 @@ pub enum CoreError {
         #[source]
         source: DetectorError,
     },
+    #[error("monitor {service_id} cannot run its graph: {reason}")]
+    Graph { service_id: Uuid, reason: String },
+}
+
+/// Why a monitor's state could not be exported into a snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("monitor {service_id}: encoding the snapshot failed: {source}")]
+    Encode {
+        service_id: Uuid,
+        #[source]
+        source: rmp_serde::encode::Error,
+    },
+    #[error(
+        "monitor {service_id} is quarantined: its graph state may be damaged and is never exported"
+    )]
+    Quarantined { service_id: Uuid },
+}
+
+/// What scores the frames. One per monitor, moved only when the monitor is
+/// built, so the size difference of the variants costs nothing.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum Engine {
+    /// The built-in detector of a plain monitor.
+    Detector(Detector),
+    /// A graph run's executor (its own detector nodes included).
+    Graph(GraphRun),
+}
+
+/// The verdict on one frame, whichever engine scored it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub score: f64,
+    pub flagged: bool,
+    pub alarm_event: Option<AlarmEvent>,
 }
 
 /// What one step of the model changed.
@@ -43,8 +83,14 @@ pub struct Step {
     pub rejected: Option<RejectReason>,
     /// The frame offered to the detector, if one was complete.
     pub frame: Option<Frame>,
-    /// The detector's verdict on that frame, once it is monitoring.
+    /// The detector's verdict on that frame, once it is monitoring (plain
+    /// monitors only).
     pub scored: Option<Scored>,
+    /// The verdict of the detector or of a graph's alarm sink.
+    pub verdict: Option<Verdict>,
+    /// A graph node failed uncertainly on this frame: the monitor is
+    /// quarantined from now on.
+    pub quarantined: Option<FailureDiagnostics>,
     /// The detector is in a new phase after this step.
     pub phase_changed: Option<Phase>,
     /// The fit is due: checkpoint, then call [`MonitorCore::fit`].
@@ -56,13 +102,13 @@ pub struct Step {
 }
 
 /// One monitor's complete model-side state.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct MonitorCore {
     service_id: Uuid,
     config: MonitorConfig,
     readings: Vec<String>,
     aligner: Aligner,
-    detector: Detector,
+    engine: Engine,
     coverage: CoverageHistory,
     counters: ProcessingCounters,
     recovery: RecoveryMetadata,
@@ -80,17 +126,26 @@ impl MonitorCore {
         config: MonitorConfig,
         now: DateTime<Utc>,
     ) -> Result<Self, CoreError> {
-        let aligner = Aligner::new(config.alignment.clone(), &config.readings)
-            .map_err(|source| CoreError::Align { service_id, source })?;
         let width = config.required_readings().count();
         let detector = Detector::new(config.detector.clone(), width)
             .map_err(|source| CoreError::Detector { service_id, source })?;
+        Self::fresh_with(service_id, config, Engine::Detector(detector), now)
+    }
+
+    fn fresh_with(
+        service_id: Uuid,
+        config: MonitorConfig,
+        engine: Engine,
+        now: DateTime<Utc>,
+    ) -> Result<Self, CoreError> {
+        let aligner = Aligner::new(config.alignment.clone(), &config.readings)
+            .map_err(|source| CoreError::Align { service_id, source })?;
         Ok(Self {
             service_id,
             readings: required_names(&config),
             config,
             aligner,
-            detector,
+            engine,
             coverage: CoverageHistory::fresh(now),
             counters: ProcessingCounters::default(),
             recovery: RecoveryMetadata::default(),
@@ -117,6 +172,24 @@ impl MonitorCore {
             None => Detector::new(config.detector.clone(), config.required_readings().count())
                 .map_err(|source| CoreError::Detector { service_id, source })?,
         };
+        Self::restore_with(
+            service_id,
+            config,
+            Engine::Detector(detector),
+            state,
+            saved_at,
+            now,
+        )
+    }
+
+    fn restore_with(
+        service_id: Uuid,
+        config: MonitorConfig,
+        engine: Engine,
+        state: ManagedState,
+        saved_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Self, CoreError> {
         let aligner = Aligner::restore(
             config.alignment.clone(),
             &config.readings,
@@ -137,7 +210,7 @@ impl MonitorCore {
             config,
             aligner,
             open_alarm: state.open_alarm,
-            detector,
+            engine,
             coverage,
             counters: state.counters,
             recovery,
@@ -153,12 +226,41 @@ impl MonitorCore {
         &self.config
     }
 
+    /// The detector's phase; for a graph run, its least advanced detector node's.
     pub fn phase(&self) -> Phase {
-        self.detector.phase()
+        match &self.engine {
+            Engine::Detector(detector) => detector.phase(),
+            Engine::Graph(run) => run.phase(),
+        }
     }
 
-    pub fn detector(&self) -> &Detector {
-        &self.detector
+    /// The built-in detector; `None` for a graph run.
+    pub fn detector(&self) -> Option<&Detector> {
+        match &self.engine {
+            Engine::Detector(detector) => Some(detector),
+            Engine::Graph(_) => None,
+        }
+    }
+
+    pub fn is_graph(&self) -> bool {
+        matches!(self.engine, Engine::Graph(_))
+    }
+
+    /// Why the graph run is quarantined; `None` while it is not.
+    pub fn quarantine(&self) -> Option<&FailureDiagnostics> {
+        match &self.engine {
+            Engine::Graph(run) => run.failure(),
+            Engine::Detector(_) => None,
+        }
+    }
+
+    /// Frames the graph's executor applied; `None` for plain monitors and
+    /// once quarantined.
+    pub fn graph_frames_applied(&self) -> Option<u64> {
+        match &self.engine {
+            Engine::Graph(run) => run.frames_applied(),
+            Engine::Detector(_) => None,
+        }
     }
 
     pub fn coverage(&self) -> &CoverageHistory {
@@ -202,7 +304,7 @@ impl MonitorCore {
                 return step;
             }
         };
-        if self.suspended {
+        if self.suspended || self.quarantine().is_some() {
             step.rejected = Some(self.reject(RejectReason::ModelStopped));
             return step;
         }
@@ -235,14 +337,18 @@ impl MonitorCore {
         expired
     }
 
-    /// Runs the static fit once it is due.
+    /// Runs the static fit once it is due. A graph's detector nodes fit
+    /// within their frame, so a graph run never has a fit due.
     pub fn fit(&mut self) -> Result<Step, CoreError> {
         let service_id = self.service_id;
-        self.detector
+        let Engine::Detector(detector) = &mut self.engine else {
+            return Ok(Step::default());
+        };
+        detector
             .fit()
             .map_err(|source| CoreError::Detector { service_id, source })?;
         Ok(Step {
-            phase_changed: Some(self.detector.phase()),
+            phase_changed: Some(detector.phase()),
             ..Step::default()
         })
     }
@@ -271,8 +377,10 @@ impl MonitorCore {
         self.coverage.close_gap(GapCause::CheckpointStall, now)
     }
 
-    /// The state a snapshot carries, encoded on the model side.
-    pub fn managed_state(&self) -> Result<ManagedState, rmp_serde::encode::Error> {
+    /// The state a snapshot carries, encoded on the model side. A
+    /// quarantined graph run has no state to export.
+    pub fn managed_state(&self) -> Result<ManagedState, ExportError> {
+        let service_id = self.service_id;
         let mut state = ManagedState {
             detector: Vec::new(),
             counters: self.counters.clone(),
@@ -281,8 +389,19 @@ impl MonitorCore {
             watermarks: self.aligner.watermarks().clone(),
             recovery: self.recovery.clone(),
             open_alarm: self.open_alarm,
+            graph: None,
         };
-        state.set_detector(&self.detector)?;
+        match &self.engine {
+            Engine::Detector(detector) => state
+                .set_detector(detector)
+                .map_err(|source| ExportError::Encode { service_id, source })?,
+            Engine::Graph(run) => {
+                state.graph = Some(
+                    run.checkpoint()
+                        .ok_or(ExportError::Quarantined { service_id })?,
+                );
+            }
+        }
         Ok(state)
     }
 
@@ -296,28 +415,48 @@ impl MonitorCore {
     }
 
     fn offer(&mut self, frame: Frame, step: &mut Step) {
-        let before = self.detector.phase();
-        let outcome = self.detector.process(&frame);
-        match outcome {
-            Outcome::Rejected(rejection) => {
-                step.rejected = Some(self.reject(RejectReason::FrameRejected));
-                tracing::warn!(
-                    monitor_id = %self.service_id,
-                    error = %rejection,
-                    "Detector rejected a frame."
-                );
-                return;
-            }
-            Outcome::Buffered { .. } => {}
-            Outcome::Scored(scored) => self.record_scored(*scored, step),
+        let before = self.phase();
+        let report = match &mut self.engine {
+            Engine::Detector(detector) => match detector.process(&frame) {
+                Outcome::Rejected(rejection) => {
+                    step.rejected = Some(self.reject(RejectReason::FrameRejected));
+                    tracing::warn!(
+                        monitor_id = %self.service_id,
+                        error = %rejection,
+                        "Detector rejected a frame."
+                    );
+                    return;
+                }
+                Outcome::Buffered { .. } => None,
+                Outcome::Scored(scored) => {
+                    self.record_scored(*scored, step);
+                    None
+                }
+            },
+            Engine::Graph(run) => match run.offer(&frame) {
+                GraphFrame::Advanced(report) => Some(report),
+                GraphFrame::Quarantined(diagnostics) => {
+                    // The runtime reports it (GraphQuarantined) and records it.
+                    step.quarantined = Some(diagnostics);
+                    return;
+                }
+                GraphFrame::Refused => {
+                    step.rejected = Some(self.reject(RejectReason::ModelStopped));
+                    return;
+                }
+            },
+        };
+        let graph_phase_changed = report.as_ref().is_some_and(FrameReport::phase_changed);
+        if let Some(report) = report {
+            self.record_graph(report, step);
         }
         self.counters.frames += 1;
         step.coverage_changed |= self.coverage.record_frame(frame.ts);
-        let after = self.detector.phase();
-        if after != before {
+        let after = self.phase();
+        if after != before || graph_phase_changed {
             step.phase_changed = Some(after);
         }
-        step.fit_due = after == Phase::Fitting;
+        step.fit_due = after == Phase::Fitting && !self.is_graph();
         step.frame = Some(frame);
     }
 
@@ -342,7 +481,18 @@ impl MonitorCore {
                     .collect(),
             });
         }
-        match &scored.alarm_event {
+        self.record_alarm_event(scored.alarm_event.as_ref(), step);
+        step.verdict = Some(Verdict {
+            score: scored.score,
+            flagged: scored.flagged,
+            alarm_event: scored.alarm_event.clone(),
+        });
+        step.scored = Some(scored);
+    }
+
+    /// An alarm opening or closing, as a whole alarm row.
+    fn record_alarm_event(&mut self, event: Option<&AlarmEvent>, step: &mut Step) {
+        match event {
             Some(AlarmEvent::Opened {
                 seq,
                 ts,
@@ -375,7 +525,6 @@ impl MonitorCore {
             }
             None => {}
         }
-        step.scored = Some(scored);
     }
 }
 

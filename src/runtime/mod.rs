@@ -4,9 +4,10 @@
 mod checkpoint_policy;
 mod core;
 mod exit;
+mod graph_run;
 mod shard;
 
 pub use checkpoint_policy::{CheckpointLimits, CheckpointPolicy, Trigger};
-pub use core::{CoreError, MonitorCore, Step};
+pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
 pub use exit::{ExitReason, Restart};
 pub use shard::owns;

@@ -6,8 +6,9 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{
-    CheckpointKey, Envelope, ManagedState, ProcessingCounters, RecoveryMetadata, Refusal,
-    SnapshotBinding, SnapshotBytes, Verified, check_compatible, decode_verified, key::hex,
+    CheckpointKey, Envelope, IncompatibleReason, ManagedState, ProcessingCounters,
+    RecoveryMetadata, Refusal, SnapshotBinding, SnapshotBytes, Verified, check_compatible,
+    decode_verified, graph_change, key::hex,
 };
 use crate::{align::Watermarks, coverage::CoverageHistory};
 
@@ -129,13 +130,22 @@ impl Inspection {
         view.envelope = Some((&verified.envelope).into());
         view.processed_count = Some(verified.envelope.processed_count);
         view.saved_at = Some(verified.envelope.saved_at);
-        let compatibility = check_compatible(&verified.envelope, binding, key);
+        let mut compatibility = check_compatible(&verified.envelope, binding, key);
         // The bytes are authentic, so decoding them for display is safe even
         // when this monitor could not restore them.
         match decode_verified(&verified, bytes) {
             Ok((state, detector)) => {
                 view.verified = true;
                 view.phase = detector.map(|d| d.phase().as_str().to_string());
+                // A graph run's refusal names what changed in its binding.
+                if let Some(change) = graph_change(binding, state.graph.as_ref())
+                    && matches!(
+                        compatibility,
+                        Ok(()) | Err(IncompatibleReason::ConfigChanged { .. })
+                    )
+                {
+                    compatibility = Err(change);
+                }
                 view.show(state);
             }
             Err(reason) => {

@@ -25,13 +25,13 @@ pub use envelope::{Envelope, EnvelopeError};
 pub use inspect::{EnvelopeView, Inspection, UnverifiedColumns};
 pub use key::CheckpointKey;
 pub use outcome::{
-    CorruptReason, Corrupted, Incompatible, IncompatibleReason, LoadOutcome, Restored,
+    CorruptReason, Corrupted, GraphChange, Incompatible, IncompatibleReason, LoadOutcome, Restored,
 };
 pub use seal::{
     FencingToken, Refusal, SealError, SealedSnapshot, SnapshotBinding, SnapshotBytes, Verified,
-    check_compatible, decode_verified, open, open_verified, seal, verify,
+    check_compatible, decode_verified, graph_change, open, open_verified, seal, verify,
 };
-pub use state::{ManagedState, ProcessingCounters, RecoveryMetadata};
+pub use state::{BoundGraph, GraphCheckpoint, ManagedState, ProcessingCounters, RecoveryMetadata};
 pub use versions::{
     FORMAT_VERSION, SCIENTIFIC_CRATES, VersionChange, runtime_versions, version_changes,
 };

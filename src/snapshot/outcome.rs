@@ -90,6 +90,18 @@ pub enum IncompatibleReason {
     /// Observations were processed but no watermark kept: restoring it would
     /// let replayed input advance the detector.
     NoObservationHistory { processed_count: u64 },
+    /// A graph run's snapshot was computed under other executable semantics
+    /// or other resolved readings than the run is bound to now.
+    GraphChanged(GraphChange),
+}
+
+/// What changed in a graph run's binding since its snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphChange {
+    /// The semantics hash in the snapshot and now, when they differ.
+    pub semantics: Option<(String, String)>,
+    /// Each changed reading, `name: topic in the snapshot -> topic now`.
+    pub readings: Vec<String>,
 }
 
 impl CorruptReason {
@@ -147,6 +159,7 @@ impl IncompatibleReason {
             Self::FormatVersion { .. } => "format_version",
             Self::AnotherKey { .. } => "another_key",
             Self::NoObservationHistory { .. } => "no_observation_history",
+            Self::GraphChanged(_) => "graph_changed",
         }
     }
 
@@ -167,6 +180,9 @@ impl IncompatibleReason {
             }
             Self::NoObservationHistory { .. } => {
                 "It cannot be restored safely; retire this monitor and create a new one (fresh calibration)."
+            }
+            Self::GraphChanged(_) => {
+                "A graph run restores only under the semantics and readings it was checkpointed with: bind the run back to that revision, or activate the new revision for a fresh run (fresh calibration)."
             }
         }
     }
@@ -204,6 +220,29 @@ impl fmt::Display for IncompatibleReason {
                 f,
                 "it counts {processed_count} processed frames but keeps no observation history (watermarks)"
             ),
+            Self::GraphChanged(change) => {
+                write!(f, "the graph run's binding changed: ")?;
+                if let Some((snapshot, running)) = &change.semantics {
+                    write!(
+                        f,
+                        "executable semantics hash {} in the snapshot, {} now",
+                        short(snapshot),
+                        short(running)
+                    )?;
+                    if !change.readings.is_empty() {
+                        write!(f, "; ")?;
+                    }
+                }
+                if !change.readings.is_empty() {
+                    write!(f, "resolved readings {}", change.readings.join(", "))?;
+                }
+                Ok(())
+            }
         }
     }
+}
+
+/// The first 12 characters of a hex hash, enough to tell revisions apart.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }

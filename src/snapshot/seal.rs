@@ -11,9 +11,9 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use super::{
-    CheckpointKey, CorruptReason, Corrupted, Envelope, FORMAT_VERSION, Incompatible,
-    IncompatibleReason, LoadOutcome, ManagedState, Restored, key::hex, runtime_versions,
-    version_changes,
+    BoundGraph, CheckpointKey, CorruptReason, Corrupted, Envelope, FORMAT_VERSION, GraphChange,
+    GraphCheckpoint, Incompatible, IncompatibleReason, LoadOutcome, ManagedState, Restored,
+    key::hex, runtime_versions, version_changes,
 };
 use crate::{config::MonitorConfig, detector::Detector};
 
@@ -67,15 +67,28 @@ pub struct SnapshotBinding {
     pub service_id: Uuid,
     pub config_fingerprint: [u8; 32],
     pub runtime_versions: String,
+    /// A graph run's semantics and resolved readings (both also enter the
+    /// fingerprint); kept apart so a mismatch can say which one changed.
+    pub graph: Option<BoundGraph>,
 }
 
 impl SnapshotBinding {
-    /// The binding of a monitor run by this binary.
+    /// The binding of a monitor run by this binary. A graph run's runtime
+    /// versions also name the version of the graph nodes' arithmetic.
     pub fn for_monitor(service_id: Uuid, config: &MonitorConfig) -> Self {
+        let graph = config.graph.as_ref().map(|g| BoundGraph {
+            semantics_hash: g.semantics_hash.clone(),
+            readings: config.readings.clone(),
+        });
+        let mut versions = runtime_versions();
+        if graph.is_some() {
+            versions.push_str(&format!(",graph={}", crate::graph::NODES_VERSION));
+        }
         Self {
             service_id,
             config_fingerprint: config.fingerprint(),
-            runtime_versions: runtime_versions(),
+            runtime_versions: versions,
+            graph,
         }
     }
 }
@@ -291,15 +304,97 @@ pub fn open_verified(
 ) -> LoadOutcome {
     let service_id = binding.service_id;
     if let Err(reason) = check_compatible(&verified.envelope, binding, key) {
+        let reason = match reason {
+            // Authentic bytes, so decoding them to say what changed is safe.
+            IncompatibleReason::ConfigChanged { .. } if binding.graph.is_some() => {
+                ManagedState::decode(&bytes.payload)
+                    .ok()
+                    .and_then(|state| graph_change(binding, state.graph.as_ref()))
+                    .unwrap_or(reason)
+            }
+            other => other,
+        };
         return LoadOutcome::Incompatible(Incompatible { service_id, reason });
     }
     match decode_verified(&verified, bytes) {
-        Ok((state, detector)) => LoadOutcome::Restored(Box::new(Restored {
-            envelope: verified.envelope,
-            state,
-            detector,
-            token: verified.token,
-        })),
+        Ok((state, detector)) => {
+            if let Some(reason) = graph_change(binding, state.graph.as_ref()) {
+                return LoadOutcome::Incompatible(Incompatible { service_id, reason });
+            }
+            if binding.graph.is_some() && state.graph.is_none() && state.counters.frames > 0 {
+                return LoadOutcome::Corrupted(Corrupted {
+                    service_id,
+                    reason: CorruptReason::Inconsistent(format!(
+                        "a graph run's snapshot counts {} frames but carries no graph state",
+                        state.counters.frames
+                    )),
+                });
+            }
+            LoadOutcome::Restored(Box::new(Restored {
+                envelope: verified.envelope,
+                state,
+                detector,
+                token: verified.token,
+            }))
+        }
         Err(reason) => LoadOutcome::Corrupted(Corrupted { service_id, reason }),
     }
+}
+
+/// What differs between the graph a run's snapshot was computed under and
+/// the graph the run is bound to now; `None` when nothing does, or when
+/// the snapshot holds no graph state to compare.
+pub fn graph_change(
+    binding: &SnapshotBinding,
+    snapshot: Option<&GraphCheckpoint>,
+) -> Option<IncompatibleReason> {
+    let (expected, stored) = (binding.graph.as_ref()?, &snapshot?.bound);
+    let semantics = (stored.semantics_hash != expected.semantics_hash).then(|| {
+        (
+            stored.semantics_hash.clone(),
+            expected.semantics_hash.clone(),
+        )
+    });
+    let readings = reading_changes(&stored.readings, &expected.readings);
+    if semantics.is_none() && readings.is_empty() {
+        return None;
+    }
+    Some(IncompatibleReason::GraphChanged(GraphChange {
+        semantics,
+        readings,
+    }))
+}
+
+/// Each reading whose topic (or presence, or requirement) differs, as
+/// `name: snapshot -> now`, in name order.
+fn reading_changes(
+    stored: &[crate::config::ReadingConfig],
+    now: &[crate::config::ReadingConfig],
+) -> Vec<String> {
+    let describe = |r: Option<&crate::config::ReadingConfig>| match r {
+        None => "absent".to_string(),
+        Some(r) if r.required => r.topic.clone(),
+        Some(r) => format!("{} (optional)", r.topic),
+    };
+    let mut names: Vec<&str> = stored.iter().chain(now).map(|r| r.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let position = |list: &[crate::config::ReadingConfig], name: &str| {
+        list.iter().position(|r| r.name == name)
+    };
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let (a, b) = (position(stored, name), position(now, name));
+            let (ra, rb) = (a.map(|i| &stored[i]), b.map(|i| &now[i]));
+            (ra != rb || a != b).then(|| {
+                let order = if a != b && ra.is_some() && rb.is_some() {
+                    " (moved in the frame order)"
+                } else {
+                    ""
+                };
+                format!("{name}: {} -> {}{order}", describe(ra), describe(rb))
+            })
+        })
+        .collect()
 }

@@ -9,8 +9,10 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     align::{AlignmentCounters, Watermarks},
+    config::ReadingConfig,
     coverage::CoverageHistory,
     detector::Detector,
+    graph::GraphState,
 };
 
 /// The managed state of one monitor, serialized with rmp-serde.
@@ -33,6 +35,28 @@ pub struct ManagedState {
     /// close can be written as a whole row after a restore.
     #[serde(default)]
     pub open_alarm: Option<(u64, DateTime<Utc>)>,
+    /// A graph run's executor state (its `detector` stays empty). Absent
+    /// for plain monitors, and in snapshots written before graph runs
+    /// executed, so their payload bytes are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphCheckpoint>,
+}
+
+/// What a graph run's state was computed under: the revision's executable
+/// semantics and the readings as resolved to topics. Together with the
+/// envelope's runtime versions this is what a graph run's snapshot is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundGraph {
+    pub semantics_hash: String,
+    /// In frame order.
+    pub readings: Vec<ReadingConfig>,
+}
+
+/// A graph run's part of a snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphCheckpoint {
+    pub bound: BoundGraph,
+    pub state: GraphState,
 }
 
 /// Cumulative counts since the monitor was created, carried across restarts.

@@ -355,6 +355,132 @@ fn messages_name_the_monitor_the_reason_and_the_remedy() {
     assert!(c.to_string().contains("digest mismatch"), "{c}");
 }
 
+/// A graph run's monitor bound to semantics `hash`, reading `flow` from `flow_topic`.
+fn graph_monitor(hash: &str, flow_topic: &str) -> MonitorConfig {
+    let mut config = monitor();
+    config.readings[1].topic = flow_topic.into();
+    config.graph = Some(crate::graph::GraphBinding {
+        graph_id: Uuid::nil(),
+        graph: "pump-7-graph".into(),
+        revision: 1,
+        run_id: Uuid::from_u128(9),
+        semantics_hash: hash.into(),
+    });
+    config
+}
+
+/// A graph run's state sealed under `config`'s binding.
+fn graph_sealed(config: &MonitorConfig) -> SealedSnapshot {
+    let binding = SnapshotBinding::for_monitor(service(), config);
+    let mut state = state(0);
+    state.detector.clear();
+    state.graph = Some(GraphCheckpoint {
+        bound: binding.graph.clone().unwrap(),
+        state: crate::graph::GraphState {
+            semantics_hash: binding.graph.clone().unwrap().semantics_hash,
+            frames_applied: 0,
+            nodes: Vec::new(),
+        },
+    });
+    seal(&binding, &state, at(20), &key()).unwrap()
+}
+
+fn open_as(sealed: &SealedSnapshot, config: &MonitorConfig) -> LoadOutcome {
+    open(
+        &sealed.bytes,
+        &SnapshotBinding::for_monitor(service(), config),
+        &key(),
+    )
+}
+
+#[test]
+fn a_graph_run_restores_under_the_same_semantics_and_readings() {
+    let config = graph_monitor(&"a".repeat(64), "plant/pump7/flow");
+    let restored = restored(open_as(&graph_sealed(&config), &config));
+    let graph = restored.state.graph.unwrap();
+    assert_eq!(graph.bound.semantics_hash, "a".repeat(64));
+    assert_eq!(graph.bound.readings, config.readings);
+}
+
+#[test]
+fn a_graph_run_restore_names_a_semantics_change_with_both_hashes() {
+    let sealed = graph_sealed(&graph_monitor(&"a".repeat(64), "plant/pump7/flow"));
+    let reason = incompatible_reason(open_as(
+        &sealed,
+        &graph_monitor(&"b".repeat(64), "plant/pump7/flow"),
+    ));
+    let IncompatibleReason::GraphChanged(change) = &reason else {
+        panic!("{reason:?}")
+    };
+    assert_eq!(change.semantics, Some(("a".repeat(64), "b".repeat(64))));
+    assert!(change.readings.is_empty());
+    assert_eq!(reason.code(), "graph_changed");
+    assert!(
+        reason
+            .to_string()
+            .contains("executable semantics hash aaaaaaaaaaaa in the snapshot, bbbbbbbbbbbb now"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_graph_run_restore_names_a_changed_reading_with_both_topics() {
+    let sealed = graph_sealed(&graph_monitor(&"a".repeat(64), "plant/pump7/flow"));
+    let reason = incompatible_reason(open_as(
+        &sealed,
+        &graph_monitor(&"a".repeat(64), "plant/pump8/flow"),
+    ));
+    let IncompatibleReason::GraphChanged(change) = &reason else {
+        panic!("{reason:?}")
+    };
+    assert_eq!(change.semantics, None);
+    assert_eq!(
+        change.readings,
+        vec!["flow: plant/pump7/flow -> plant/pump8/flow".to_string()]
+    );
+    assert!(
+        reason.to_string().contains("resolved readings flow:"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_graph_run_is_bound_to_the_graph_nodes_version_too() {
+    let config = graph_monitor(&"a".repeat(64), "plant/pump7/flow");
+    let binding = SnapshotBinding::for_monitor(service(), &config);
+    assert!(
+        binding
+            .runtime_versions
+            .ends_with(&format!(",graph={}", crate::graph::NODES_VERSION)),
+        "{}",
+        binding.runtime_versions
+    );
+    assert_eq!(
+        SnapshotBinding::for_monitor(service(), &monitor()).runtime_versions,
+        runtime_versions(),
+        "plain monitors keep their runtime versions"
+    );
+    let changes = version_changes(&binding.runtime_versions, &runtime_versions());
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0].component, "graph");
+}
+
+#[test]
+fn a_plain_monitor_payload_has_no_graph_entry_so_its_bytes_are_as_before() {
+    let bytes = state(3).encode().unwrap();
+    // The msgpack key `graph` (fixstr of 5 bytes) is not written at all,
+    // so payloads of plain monitors (and of older binaries) are unchanged.
+    assert!(!bytes.windows(6).any(|w| w == b"\xa5graph"));
+    assert_eq!(ManagedState::decode(&bytes).unwrap().graph, None);
+    let mut with_graph = state(3);
+    let sealed = graph_sealed(&graph_monitor(&"a".repeat(64), "t"));
+    with_graph.graph = ManagedState::decode(&sealed.bytes.payload).unwrap().graph;
+    assert!(with_graph.graph.is_some());
+    let bytes = with_graph.encode().unwrap();
+    assert!(bytes.windows(6).any(|w| w == b"\xa5graph"));
+    assert_eq!(ManagedState::decode(&bytes).unwrap(), with_graph);
+}
+
 #[test]
 fn every_single_bit_flip_of_a_stored_snapshot_is_corruption() {
     let original = sealed(7).bytes;

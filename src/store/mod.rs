@@ -50,13 +50,20 @@ pub type PooledConnection = deadpool::Object<AsyncPgConnection>;
 
 /// Builds the process's pool and proves it can reach the database.
 pub async fn connect(database_url: &str, max_connections: usize) -> Result<Pool, StoreError> {
-    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(database_url);
-    let pool = deadpool::Pool::builder(manager)
-        .max_size(max_connections.max(1))
-        .build()
-        .map_err(|e| StoreError::Pool(e.to_string()))?;
+    let pool = unconnected_pool(database_url, max_connections)?;
     drop(checkout(&pool).await?);
     Ok(pool)
+}
+
+/// A pool that connects only when first used (and fails then if the
+/// database is unreachable): for parts that a run may never use, such as
+/// the graph store of `radar demo` without PostgreSQL.
+pub fn unconnected_pool(database_url: &str, max_connections: usize) -> Result<Pool, StoreError> {
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(database_url);
+    deadpool::Pool::builder(manager)
+        .max_size(max_connections.max(1))
+        .build()
+        .map_err(|e| StoreError::Pool(e.to_string()))
 }
 
 /// Takes a connection from the pool, naming connection failures as such.

@@ -303,6 +303,41 @@ impl InternalEvent for MonitorExited<'_> {
     }
 }
 
+/// A graph node failed uncertainly: the monitor is quarantined from this
+/// moment, before its failure record reaches the database, so readiness
+/// and the state gauge show it while the record is still being retried.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphQuarantined<'a> {
+    pub run_id: uuid::Uuid,
+    pub diagnostics: &'a crate::graph::FailureDiagnostics,
+}
+
+impl InternalEvent for GraphQuarantined<'_> {
+    fn emit(self, m: &MonitorTelemetry) {
+        let d = self.diagnostics;
+        error!(
+            monitor_id = %m.id(),
+            run_id = %self.run_id,
+            failed_node = %d.failed_node,
+            node_type = %d.node_type,
+            reason = %d.reason,
+            frames_applied = d.frames_applied,
+            "Graph run quarantined: no more graph calls and no checkpoint; recording the failure."
+        );
+        m.exit(&ExitReason::Quarantined {
+            detail: quarantine_detail(self.run_id, d),
+        });
+    }
+}
+
+/// The operator-facing summary of a quarantine.
+pub fn quarantine_detail(run_id: uuid::Uuid, d: &crate::graph::FailureDiagnostics) -> String {
+    format!(
+        "graph run {run_id}: node {:?} ({}) failed uncertainly after {} frames: {}",
+        d.failed_node, d.node_type, d.frames_applied, d.reason
+    )
+}
+
 /// A change reported by the MQTT reconnect owner. The owner logs these
 /// itself, so this only updates the board and the counters (and logs at
 /// `debug`).

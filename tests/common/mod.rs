@@ -3,7 +3,14 @@
 //! depend on leftovers.
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicU32, Ordering};
+pub mod postgres;
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    sync::atomic::{AtomicU32, Ordering},
+    time::Duration,
+};
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
@@ -46,8 +53,12 @@ pub struct TestDb {
 
 /// Creates an empty database (no migrations).
 pub async fn empty_database(tag: &str) -> TestDb {
+    empty_database_on(&server_url(), tag).await
+}
+
+/// Creates an empty database on `server` (a URL without a database name).
+pub async fn empty_database_on(server: &str, tag: &str) -> TestDb {
     let name = unique_name(tag);
-    let server = server_url();
     let mut admin = AsyncPgConnection::establish(&format!("{server}/postgres"))
         .await
         .unwrap_or_else(|e| {
@@ -65,7 +76,12 @@ pub async fn empty_database(tag: &str) -> TestDb {
 
 /// Creates a database with every migration applied.
 pub async fn migrated_database(tag: &str) -> TestDb {
-    let db = empty_database(tag).await;
+    migrated_database_on(&server_url(), tag).await
+}
+
+/// Creates a database with every migration applied on `server`.
+pub async fn migrated_database_on(server: &str, tag: &str) -> TestDb {
+    let db = empty_database_on(server, tag).await;
     radar::store::migrate(&db.url)
         .await
         .expect("migrate test database");
@@ -99,4 +115,36 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free loopback port")
+}
+
+/// A blocking HTTP/1.0 GET on 127.0.0.1; `None` while nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
+}
+
+/// The value of the one sample of `name` whose labels include every
+/// `key="value"` pair of `labels`; `None` when no sample matches.
+pub fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
+            .then(|| value.parse().ok())?
+        })
+        .next()
 }

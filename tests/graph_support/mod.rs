@@ -37,6 +37,51 @@ pub fn layout_edit() -> Value {
     value
 }
 
+/// A small graph named `name` over two readings `a` and `b` under `prefix`
+/// (as the worker tests' publisher sends them): `a` smoothed by a rolling
+/// mean, then, with `fault = Some((updates, mode))`, through a node that
+/// fails on demand (`"uncertain"` or `"rejected"`) after that many updates,
+/// into a detector with `b` (monitoring after 20 training and 20
+/// calibration frames), into the alarm sink.
+pub fn small_graph(name: &str, prefix: &str, fault: Option<(u64, &str)>) -> Value {
+    let at = |x: i32, y: i32| serde_json::json!({"x": x, "y": y});
+    let mut nodes = vec![
+        serde_json::json!({"id": "a", "type": "reading", "params": {"reading": "a"}, "layout": at(0, 0)}),
+        serde_json::json!({"id": "b", "type": "reading", "params": {"reading": "b"}, "layout": at(0, 100)}),
+        serde_json::json!({"id": "a_avg", "type": "rolling_mean", "params": {"window": 3}, "layout": at(200, 0)}),
+        serde_json::json!({"id": "detector", "type": "detector", "layout": at(400, 50),
+            "params": {"training_frames": 20, "calibration_frames": 20, "false_alarm_rate": 0.05}}),
+        serde_json::json!({"id": "alarm", "type": "alarm", "layout": at(600, 50),
+            "params": {"threshold": 1.0, "rule": {"open_k": 3, "open_n": 5, "close_m": 10}}}),
+    ];
+    let mut edges = vec![
+        serde_json::json!({"from": "a", "to": "a_avg"}),
+        serde_json::json!({"from": "b", "to": "detector"}),
+        serde_json::json!({"from": "detector", "to": "alarm"}),
+    ];
+    match fault {
+        Some((updates, mode)) => {
+            nodes.push(
+                serde_json::json!({"id": "fault", "type": "fail_after", "layout": at(300, 0),
+                "params": {"updates": updates, "mode": mode}}),
+            );
+            edges.push(serde_json::json!({"from": "a_avg", "to": "fault"}));
+            edges.push(serde_json::json!({"from": "fault", "to": "detector"}));
+        }
+        None => edges.push(serde_json::json!({"from": "a_avg", "to": "detector"})),
+    }
+    serde_json::json!({
+        "name": name,
+        "readings": [
+            {"name": "a", "topic": format!("{prefix}/a")},
+            {"name": "b", "topic": format!("{prefix}/b")},
+        ],
+        "alignment": {"freshness_ms": 5000, "max_age_ms": 30000, "future_tolerance_ms": 2000, "max_skew_ms": 1000},
+        "nodes": nodes,
+        "edges": edges,
+    })
+}
+
 /// The example with one parameter changed.
 pub fn semantic_edit() -> Value {
     let mut value = example();

@@ -3,7 +3,8 @@
 //! (with every pending result, in one transaction), otherwise a background
 //! evidence batch. A refused write means another worker committed a
 //! successor: ownership is lost for good, pending results stay queued and
-//! new ones are rejected.
+//! new ones are rejected. A quarantined graph run's writer writes one last
+//! thing, the run's failure record, and gives up its writer to do so.
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,10 @@ use uuid::Uuid;
 
 use super::{
     MonitorActor,
-    messages::{CommitReport, Halt, LastSnapshotSettled, LostOwnership, NewResults, SnapshotReady},
+    messages::{
+        CommitReport, FailureOutcome, FailureSettled, Halt, LastSnapshotSettled, LostOwnership,
+        NewResults, RecordFailure, SnapshotReady,
+    },
     model::ModelActor,
     view::{CheckpointView, Ownership},
 };
@@ -36,6 +40,9 @@ enum Slot {
     Busy,
     /// Another worker committed a successor; nothing more is written.
     Lost,
+    /// The graph run is quarantined: the writer was given up for the
+    /// failure record; no snapshot, alarm or evidence is written again.
+    Quarantined,
 }
 
 pub struct CheckpointActor {
@@ -52,6 +59,8 @@ pub struct CheckpointActor {
     monitor: Addr<MonitorActor>,
     view: watch::Sender<CheckpointView>,
     rejected_results: u64,
+    /// A quarantine's failure record, waiting for the writer to be free.
+    failure: Option<RecordFailure>,
     metrics: MonitorTelemetry,
     span: tracing::Span,
 }
@@ -80,7 +89,56 @@ impl CheckpointActor {
             monitor,
             view,
             rejected_results: 0,
+            failure: None,
         }
+    }
+
+    /// Writes nothing else any more: quarantined, or ownership lost.
+    fn closed(&self) -> bool {
+        matches!(self.slot, Slot::Lost | Slot::Quarantined) || self.failure.is_some()
+    }
+
+    /// Gives up the writer for the failure record: its token fences the
+    /// record, and nothing else is ever written with it.
+    fn record_failure(
+        &mut self,
+        writer: CheckpointWriter,
+        failure: RecordFailure,
+        ctx: &mut Context<Self>,
+    ) {
+        let token = writer.token();
+        drop(writer);
+        self.slot = Slot::Quarantined;
+        let RecordFailure {
+            run_id,
+            diagnostics,
+            graphs,
+            stop,
+        } = failure;
+        let (service_id, timeout) = (self.service_id, self.timeout);
+        tracing::info!(monitor_id = %service_id, %run_id, "Recording the graph run's failure under the snapshot row lock.");
+        async move {
+            graphs
+                .record_failure_retrying(
+                    run_id,
+                    service_id,
+                    token.as_bytes(),
+                    &diagnostics,
+                    timeout,
+                    async move {
+                        // An explicit stop, or the monitor is gone.
+                        let _ = stop.await;
+                    },
+                )
+                .await
+        }
+        .into_actor(self)
+        .map(|outcome, act, _| {
+            act.monitor.do_send(FailureSettled {
+                outcome: FailureOutcome::Retried(outcome),
+            });
+        })
+        .spawn(ctx);
     }
 
     fn report(&self, committed: bool, trigger: Option<radar::runtime::Trigger>) {
@@ -101,6 +159,26 @@ impl CheckpointActor {
     /// Starts the next write if the writer is free.
     fn drive(&mut self, ctx: &mut Context<Self>) {
         let _span = self.span.clone().entered();
+        if let Some(failure) = self.failure.take() {
+            match std::mem::replace(&mut self.slot, Slot::Busy) {
+                Slot::Idle(writer) => self.record_failure(writer, failure, ctx),
+                // A write in flight settles first: its outcome decides the token.
+                Slot::Busy => self.failure = Some(failure),
+                other => {
+                    let detail = match other {
+                        Slot::Disabled => "database writes are disabled",
+                        _ => "this worker no longer owns the monitor's snapshot",
+                    };
+                    self.slot = Slot::Quarantined;
+                    self.monitor.do_send(FailureSettled {
+                        outcome: FailureOutcome::NoWriter {
+                            detail: detail.to_string(),
+                        },
+                    });
+                }
+            }
+            return;
+        }
         match std::mem::replace(&mut self.slot, Slot::Busy) {
             Slot::Idle(writer) => {
                 if let Some(next) = self.next.take() {
@@ -188,14 +266,17 @@ impl CheckpointActor {
                                 return;
                             }
                         }
-                        // Retry unless a newer snapshot already replaced it.
-                        if act.next.is_none() {
+                        // Retry unless a newer snapshot already replaced it,
+                        // or the run was quarantined meanwhile.
+                        if act.next.is_none() && act.failure.is_none() {
                             act.next = Some(next);
                         }
                     }
                     WriteOutcome::OwnershipLost(lost) => act.lose(lost),
                 }
-                let _ = ctx;
+                if act.failure.is_some() {
+                    act.drive(ctx);
+                }
             })
             .wait(ctx);
     }
@@ -305,7 +386,7 @@ impl Handler<SnapshotReady> for CheckpointActor {
 
     fn handle(&mut self, msg: SnapshotReady, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if matches!(self.slot, Slot::Lost) {
+        if self.closed() {
             return;
         }
         self.next = Some(msg);
@@ -318,14 +399,33 @@ impl Handler<NewResults> for CheckpointActor {
 
     fn handle(&mut self, msg: NewResults, _: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if matches!(self.slot, Slot::Lost) {
+        if self.closed() {
             self.rejected_results += msg.results.len() as u64;
-            tracing::warn!(monitor_id = %self.service_id, rejected = self.rejected_results, "Rejected new results: this worker lost ownership of the monitor.");
+            tracing::warn!(monitor_id = %self.service_id, rejected = self.rejected_results, "Rejected new results: this monitor writes no results any more (ownership lost or quarantined).");
             return;
         }
         self.pending.alarms.extend(msg.results.alarms);
         self.pending.evidence.extend(msg.results.evidence);
         self.publish_pending();
+    }
+}
+
+impl Handler<RecordFailure> for CheckpointActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RecordFailure, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        // No snapshot after the failure: what was sealed before it and has
+        // not started committing is dropped, and so are the results that
+        // would have committed with it.
+        self.next = None;
+        if !self.pending.is_empty() {
+            tracing::warn!(monitor_id = %self.service_id, results = self.pending.len(), "Quarantined: pending alarms and evidence are not written.");
+            self.pending = PendingResults::default();
+            self.publish_pending();
+        }
+        self.failure = Some(msg);
+        self.drive(ctx);
     }
 }
 

@@ -41,6 +41,8 @@ pub enum RunState {
     Stalled,
     /// Checkpoints stopped committing; the model does not advance.
     CheckpointStalled,
+    /// A graph node failed uncertainly; the failure is being recorded.
+    Quarantined,
 }
 
 impl RunState {
@@ -51,6 +53,7 @@ impl RunState {
             Self::Disconnected => "disconnected",
             Self::Stalled => "stalled",
             Self::CheckpointStalled => "checkpoint_stalled",
+            Self::Quarantined => "quarantined",
         }
     }
 }
@@ -115,7 +118,9 @@ impl HealthActor {
             self.progress = (model.consumed, Instant::now());
         }
         self.ever_connected |= link.connected;
-        if queued > 0 && self.progress.1.elapsed() >= STALL_AFTER {
+        if model.quarantine.is_some() {
+            RunState::Quarantined
+        } else if queued > 0 && self.progress.1.elapsed() >= STALL_AFTER {
             RunState::Stalled
         } else if model.suspended {
             RunState::CheckpointStalled
@@ -154,6 +159,7 @@ impl HealthActor {
         let link = self.inputs.link.borrow();
         let last_error = match state {
             RunState::Disconnected | RunState::Starting => link.last_error.clone(),
+            RunState::Quarantined => model.quarantine.clone(),
             _ => checkpoint.last_error.clone(),
         };
         HealthRecord {

@@ -4,12 +4,14 @@
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 use radar::{
+    graph::FailureDiagnostics,
     mqtt::{ConnectionEvent, RawMessage},
     runtime::{ExitReason, Trigger},
     snapshot::SealedSnapshot,
-    store::{OwnershipLost, PendingResults},
+    store::{GraphStore, OwnershipLost, PendingResults, RetriedFailure},
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
 
 /// Model -> checkpoint: a sealed snapshot to commit. A newer one replaces an
 /// older one that has not started committing.
@@ -92,3 +94,40 @@ pub struct InputDrained;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Stop;
+
+/// Model -> monitor: a graph node failed uncertainly. The model ran its
+/// last graph call and will seal nothing more.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Quarantined {
+    pub diagnostics: FailureDiagnostics,
+}
+
+/// Monitor -> checkpoint: write nothing but the run's failure record, with
+/// the token of the last snapshot this writer loaded or committed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RecordFailure {
+    pub run_id: Uuid,
+    pub diagnostics: FailureDiagnostics,
+    pub graphs: GraphStore,
+    /// Fires on an explicit stop: the retries end.
+    pub stop: oneshot::Receiver<()>,
+}
+
+/// Checkpoint -> monitor: how the failure record ended.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FailureSettled {
+    pub outcome: FailureOutcome,
+}
+
+/// The end of a quarantined monitor's failure record.
+#[derive(Debug)]
+pub enum FailureOutcome {
+    Retried(RetriedFailure),
+    /// There was no writer to record it with (ownership was lost first).
+    NoWriter {
+        detail: String,
+    },
+}

@@ -3,7 +3,9 @@
 //! - [`MonitorActor`] (this file): starts the others in order (load and
 //!   verify the snapshot, restore or start fresh, checkpoint before
 //!   subscribing, subscribe), stops them gracefully, and turns terminal
-//!   states into an [`ExitReason`] for the supervisor.
+//!   states into an [`ExitReason`] for the supervisor. A graph run's
+//!   quarantine ends here too: ingestion stops, the checkpoint actor records
+//!   the failure (until it commits or an explicit stop), then the monitor exits.
 //! - `ingestion`: the MQTT reconnect owner and its connection events.
 //! - `model`: alignment, scoring and snapshot encoding on a model thread.
 //! - `checkpoint`: the fenced writer of snapshots, alarms and evidence.
@@ -21,10 +23,12 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use radar::{
+    graph::FailureDiagnostics,
     runtime::ExitReason,
-    store::MonitorRow,
+    store::{FailureRecord, MonitorRow, RetriedFailure},
     telemetry::{MonitorTelemetry, events},
 };
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 pub use messages::Stop;
@@ -34,7 +38,10 @@ use self::{
     checkpoint::CheckpointActor,
     health::{FinalReport, HealthActor},
     ingestion::{IngestionActor, StopIngestion},
-    messages::{Halt, InputDrained, LastSnapshotSettled, LostOwnership},
+    messages::{
+        FailureOutcome, FailureSettled, Halt, InputDrained, LastSnapshotSettled, LostOwnership,
+        Quarantined, RecordFailure,
+    },
     model::ModelActor,
     startup::Started,
 };
@@ -60,6 +67,8 @@ enum Stage {
     Starting,
     Running,
     Stopping,
+    /// A graph node failed uncertainly; the failure record is in flight.
+    Quarantined,
     Done,
 }
 
@@ -70,6 +79,11 @@ pub struct MonitorActor {
     parts: Option<Parts>,
     stage: Stage,
     stop_requested: bool,
+    /// The graph run this monitor executes, once started.
+    run: Option<Uuid>,
+    /// While quarantined: fires to end the failure record's retries.
+    stop_retries: Option<oneshot::Sender<()>>,
+    quarantine: Option<FailureDiagnostics>,
     metrics: MonitorTelemetry,
     /// Every log line of this monitor's actors runs inside it.
     span: tracing::Span,
@@ -91,6 +105,9 @@ impl MonitorActor {
             parts: None,
             stage: Stage::Starting,
             stop_requested: false,
+            run: None,
+            stop_retries: None,
+            quarantine: None,
         }
     }
 
@@ -168,7 +185,9 @@ impl Actor for MonitorActor {
                     checkpoint,
                     health,
                     ingestion,
+                    run,
                 }) => {
+                    act.run = run;
                     act.parts = Some(Parts {
                         model,
                         checkpoint,
@@ -194,6 +213,13 @@ impl Handler<Stop> for MonitorActor {
         match self.stage {
             Stage::Starting => self.stop_requested = true,
             Stage::Running => self.begin_stop(ctx),
+            Stage::Quarantined => {
+                // An explicit stop ends the retries of the failure record.
+                if let Some(stop) = self.stop_retries.take() {
+                    tracing::warn!(monitor_id = %self.id(), "Stop requested while the failure record is still retrying; giving it up.");
+                    let _ = stop.send(());
+                }
+            }
             Stage::Stopping | Stage::Done => {}
         }
     }
@@ -213,10 +239,36 @@ impl Handler<LastSnapshotSettled> for MonitorActor {
 
     fn handle(&mut self, msg: LastSnapshotSettled, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
+        if self.stage != Stage::Stopping {
+            return;
+        }
         if msg.committed {
             tracing::info!(monitor_id = %self.id(), "Committed the last snapshot.");
         }
-        self.finish(ExitReason::Stopped, ctx);
+        let Some(run_id) = self.run else {
+            self.finish(ExitReason::Stopped, ctx);
+            return;
+        };
+        // A run an operator asked to stop is stopped now; a worker shutdown
+        // leaves it running for the next worker.
+        let graphs = self.worker.graphs.clone();
+        let id = self.id();
+        async move {
+            match graphs.run(run_id).await {
+                Ok(run) if run.lifecycle_intent == "stopping" => {
+                    match graphs.mark_stopped(run_id, id).await {
+                        Ok(true) => tracing::info!(monitor_id = %id, %run_id, "Graph run stopped."),
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!(monitor_id = %id, %run_id, error = %e, "Could not mark the graph run stopped."),
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(monitor_id = %id, %run_id, error = %e, "Could not read the graph run's lifecycle intent."),
+            }
+        }
+        .into_actor(self)
+        .map(|_, act, ctx| act.finish(ExitReason::Stopped, ctx))
+        .wait(ctx);
     }
 }
 
@@ -232,5 +284,82 @@ impl Handler<LostOwnership> for MonitorActor {
             },
             ctx,
         );
+    }
+}
+
+impl Handler<Quarantined> for MonitorActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Quarantined, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        if matches!(self.stage, Stage::Quarantined | Stage::Done) {
+            return;
+        }
+        let (Some(parts), Some(run_id)) = (&self.parts, self.run) else {
+            let detail = events::quarantine_detail(self.run.unwrap_or_default(), &msg.diagnostics);
+            self.finish(ExitReason::Quarantined { detail }, ctx);
+            return;
+        };
+        self.metrics.emit(events::GraphQuarantined {
+            run_id,
+            diagnostics: &msg.diagnostics,
+        });
+        self.stage = Stage::Quarantined;
+        // No more input: the graph is never called again.
+        parts.ingestion.do_send(StopIngestion);
+        let (stop, stopped) = oneshot::channel();
+        self.stop_retries = Some(stop);
+        parts.checkpoint.do_send(RecordFailure {
+            run_id,
+            diagnostics: msg.diagnostics.clone(),
+            graphs: self.worker.graphs.clone(),
+            stop: stopped,
+        });
+        self.quarantine = Some(msg.diagnostics);
+    }
+}
+
+impl Handler<FailureSettled> for MonitorActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: FailureSettled, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        if self.stage != Stage::Quarantined {
+            return;
+        }
+        let run_id = self.run.unwrap_or_default();
+        let summary = self
+            .quarantine
+            .as_ref()
+            .map(|d| events::quarantine_detail(run_id, d))
+            .unwrap_or_default();
+        let reason = match msg.outcome {
+            FailureOutcome::Retried(RetriedFailure::Settled { record, attempts }) => match record {
+                FailureRecord::Recorded | FailureRecord::AlreadyRecorded => {
+                    tracing::info!(monitor_id = %self.id(), %run_id, attempts, "The graph run's failure is recorded; its last snapshot stays as it was.");
+                    ExitReason::Quarantined {
+                        detail: format!("{summary}; the failure is recorded"),
+                    }
+                }
+                FailureRecord::OwnershipLost { detail } => ExitReason::OwnershipLost {
+                    detail: format!("{detail}; the failure of {summary} was not recorded"),
+                },
+                FailureRecord::IdentityMismatch { detail } => ExitReason::Quarantined {
+                    detail: format!("{summary}; the failure was not recorded: {detail}"),
+                },
+            },
+            FailureOutcome::Retried(RetriedFailure::Stopped {
+                attempts,
+                last_error,
+            }) => ExitReason::Quarantined {
+                detail: format!(
+                    "{summary}; stopped before the failure was recorded ({attempts} attempts, last error: {last_error})"
+                ),
+            },
+            FailureOutcome::NoWriter { detail } => ExitReason::Quarantined {
+                detail: format!("{summary}; the failure was not recorded: {detail}"),
+            },
+        };
+        self.finish(reason, ctx);
     }
 }

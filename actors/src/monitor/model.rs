@@ -27,8 +27,8 @@ use super::{
     MonitorActor,
     checkpoint::CheckpointActor,
     messages::{
-        AttachInput, CommitReport, Connection, Halt, InputDrained, NewResults, SealNow,
-        SnapshotReady,
+        AttachInput, CommitReport, Connection, Halt, InputDrained, NewResults, Quarantined,
+        SealNow, SnapshotReady,
     },
     view::ModelView,
 };
@@ -138,10 +138,7 @@ impl ModelActor {
 
     fn seal(&self) -> Result<SealedSnapshot, String> {
         let started = Instant::now();
-        let state = self
-            .core
-            .managed_state()
-            .map_err(|e| format!("encoding the snapshot failed: {e}"))?;
+        let state = self.core.managed_state().map_err(|e| e.to_string())?;
         let sealed = seal(&self.binding, &state, Utc::now(), &self.key).map_err(|e| e.to_string());
         self.metrics.emit(events::ModelOperationFinished {
             operation: ModelOperation::EncodeSnapshot,
@@ -166,8 +163,13 @@ impl ModelActor {
         }
     }
 
+    /// A graph node failed uncertainly: nothing is sealed or scored again.
+    fn quarantined(&self) -> bool {
+        self.core.quarantine().is_some()
+    }
+
     fn checkpoint_if_due(&mut self) {
-        if self.finished || self.halted {
+        if self.finished || self.halted || self.quarantined() {
             return;
         }
         if let Some(trigger) = self.policy.due(Instant::now()) {
@@ -189,19 +191,21 @@ impl ModelActor {
                 m.emit(events::PossibleGapMeasured { gap });
             }
         }
-        if let Some(scored) = &step.scored {
+        if let Some(verdict) = &step.verdict {
             m.emit(events::FrameScored {
-                score: scored.score,
-                flagged: scored.flagged,
+                score: verdict.score,
+                flagged: verdict.flagged,
             });
-            match scored.alarm_event {
+            match verdict.alarm_event {
                 Some(AlarmEvent::Opened { .. }) => m.emit(events::AlarmOpened),
                 Some(AlarmEvent::Closed { .. }) => m.emit(events::AlarmClosed),
                 None => {}
             }
-            if let Some(observer) = &self.observer {
-                notify(observer, self.core.service_id(), scored);
-            }
+        }
+        // The observer (radar demo) reads plain monitors' verdicts with
+        // their evidence; a graph run's sink carries no contributions.
+        if let (Some(observer), Some(scored)) = (&self.observer, &step.scored) {
+            notify(observer, self.core.service_id(), scored);
         }
         if let Some(phase) = step.phase_changed {
             m.emit(events::DetectorPhaseChanged {
@@ -211,6 +215,12 @@ impl ModelActor {
     }
 
     fn after_step(&mut self, step: Step) {
+        if let Some(diagnostics) = step.quarantined {
+            // No checkpoint is due any more: the monitor records the failure.
+            self.monitor.do_send(Quarantined { diagnostics });
+            self.publish();
+            return;
+        }
         if !step.results.is_empty() {
             self.checkpoint.do_send(NewResults {
                 results: step.results,
@@ -253,7 +263,7 @@ impl ModelActor {
 
     fn tick(&mut self) {
         let _span = self.span.clone().entered();
-        if self.halted || self.finished {
+        if self.halted || self.finished || self.quarantined() {
             return;
         }
         let now = Instant::now();
@@ -292,7 +302,8 @@ impl Actor for ModelActor {
 impl StreamHandler<RawMessage> for ModelActor {
     fn handle(&mut self, message: RawMessage, _: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.halted {
+        if self.halted || self.quarantined() {
+            // Quarantined: no graph call after the failing one.
             return;
         }
         self.consumed += 1;
@@ -303,10 +314,11 @@ impl StreamHandler<RawMessage> for ModelActor {
         self.after_step(step);
     }
 
-    /// The queue ended because ingestion stopped: take the last snapshot.
+    /// The queue ended because ingestion stopped: take the last snapshot,
+    /// unless quarantined (a quarantined monitor never seals again).
     fn finished(&mut self, _: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.halted || self.finished {
+        if self.halted || self.finished || self.quarantined() {
             return;
         }
         self.checkpoint_now(Trigger::Shutdown, true);
@@ -332,6 +344,9 @@ impl Handler<SealNow> for ModelActor {
         let _span = self.span.clone().entered();
         if self.halted {
             return Err("the monitor is halted".into());
+        }
+        if self.quarantined() {
+            return Err("the monitor is quarantined; it never exports a snapshot again".into());
         }
         self.policy.request(msg.trigger, Instant::now());
         self.policy.started();
@@ -430,9 +445,17 @@ fn view_of(
     ModelView {
         phase: core.phase(),
         processed: core.processed(),
-        buffered: core.detector().buffered_frames(),
+        buffered: core
+            .detector()
+            .map_or((0, 0), radar::detector::Detector::buffered_frames),
         consumed,
         suspended: core.is_suspended(),
+        quarantine: core.quarantine().map(|d| {
+            format!(
+                "node {:?} ({}) failed uncertainly: {}",
+                d.failed_node, d.node_type, d.reason
+            )
+        }),
         coverage,
         recovery,
     }

@@ -1,6 +1,9 @@
 //! Starting one monitor, in the order recovery requires: read and verify
 //! the snapshot before decoding it, restore or start fresh, commit a
-//! checkpoint before subscribing, then subscribe.
+//! checkpoint before subscribing, then subscribe. A graph run is admitted
+//! first (its run must be this monitor's, not finished and not asked to
+//! stop) and its bound revision compiled; a refused run ends the monitor
+//! without touching its snapshot.
 
 use std::sync::Arc;
 
@@ -8,16 +11,19 @@ use actix::prelude::*;
 use chrono::Utc;
 use radar::telemetry::{MonitorTelemetry, events};
 use radar::{
+    config::MonitorConfig,
+    graph::{CompiledGraph, GraphBinding},
     mqtt::{self, IngestOptions},
     runtime::{CheckpointPolicy, CoreError, ExitReason, MonitorCore, Trigger},
     snapshot::{FencingToken, LoadOutcome, SnapshotBinding},
     store::{
-        CheckpointStore, CheckpointWriter, Claim, HealthRecord, MonitorRow, PendingResults,
-        WriteOutcome,
+        Admission, AdmissionRefusal, CheckpointStore, CheckpointWriter, Claim, GraphStoreError,
+        HealthRecord, MonitorRow, PendingResults, WriteOutcome,
     },
 };
 use tokio::sync::watch;
 use tracing::Instrument;
+use uuid::Uuid;
 
 use super::{
     MonitorActor,
@@ -35,6 +41,8 @@ pub struct Started {
     pub checkpoint: Addr<CheckpointActor>,
     pub health: Addr<HealthActor>,
     pub ingestion: Addr<IngestionActor>,
+    /// The graph run this monitor executes, once admitted.
+    pub run: Option<Uuid>,
 }
 
 fn core_error(e: CoreError) -> ExitReason {
@@ -105,30 +113,30 @@ async fn start_once(
         .map_err(|e| ExitReason::StartupFailed {
             reason: e.to_string(),
         })?;
-    if let Some(graph) = &config.graph {
-        // Running a graph revision needs its executor in the model and its
-        // state in the snapshot; until then such a monitor must not run as
-        // if it were a plain detector.
-        return Err(ExitReason::StartupFailed {
-            reason: format!(
-                "monitor {id} runs graph run {} (revision {}); this worker does not execute graph runs yet",
-                graph.run_id, graph.revision
-            ),
-        }
-        .into());
-    }
+    let graph = match &config.graph {
+        Some(binding) => Some(admit(&worker, &row, binding).await?),
+        None => None,
+    };
+    let run = config.graph.as_ref().map(|g| g.run_id);
     let binding = SnapshotBinding::for_monitor(id, &config);
-    let now = Utc::now();
 
     let (core, loaded) = match &worker.store {
         None => {
             tracing::info!(monitor_id = %id, "Database writes are disabled: starting fresh, no snapshot is read or written.");
-            (
-                MonitorCore::fresh(id, config.clone(), now).map_err(core_error)?,
-                None,
-            )
+            (fresh(id, config.clone(), graph)?, None)
         }
-        Some(store) => load(store, &worker, &row, &binding, config.clone(), &metrics).await?,
+        Some(store) => {
+            load(
+                store,
+                &worker,
+                &row,
+                &binding,
+                config.clone(),
+                graph,
+                &metrics,
+            )
+            .await?
+        }
     };
 
     metrics.emit(events::DetectorPhaseChanged {
@@ -291,7 +299,138 @@ async fn start_once(
         checkpoint,
         health,
         ingestion,
+        run,
     })
+}
+
+/// A new model: the built-in detector, or the graph run's nodes.
+fn fresh(
+    id: Uuid,
+    config: MonitorConfig,
+    graph: Option<CompiledGraph>,
+) -> Result<MonitorCore, ExitReason> {
+    let now = Utc::now();
+    match graph {
+        Some(graph) => MonitorCore::fresh_graph(id, config, graph, now),
+        None => MonitorCore::fresh(id, config, now),
+    }
+    .map_err(core_error)
+}
+
+/// Compiles a graph run's bound revision and admits the run. Admission is
+/// checked in the database with the claim itself: the run must belong to
+/// this monitor, carry this binary's launch contract, be neither failed nor
+/// stopped, and its lifecycle intent must be `running`. A refusal ends the
+/// monitor without touching its snapshot; only its status says why.
+async fn admit(
+    worker: &WorkerContext,
+    row: &MonitorRow,
+    binding: &GraphBinding,
+) -> Result<CompiledGraph, ExitReason> {
+    let id = row.id;
+    let Some(store) = &worker.store else {
+        return Err(ExitReason::StartupFailed {
+            reason: format!(
+                "monitor {id} runs graph run {}, which needs database writes \
+                 (RADAR_DB_WRITE_ENABLED=false): its failures must be recorded under the \
+                 snapshot row lock; enable database writes for this worker",
+                binding.run_id
+            ),
+        });
+    };
+    let compiled = match worker.graphs.compiled_for(binding).await {
+        Ok(compiled) => compiled,
+        Err(GraphStoreError::Store(e)) => {
+            return Err(ExitReason::Failed {
+                error: format!(
+                    "reading graph {:?} revision {} for monitor {id}: {e}",
+                    binding.graph, binding.revision
+                ),
+            });
+        }
+        Err(e) => {
+            return Err(ExitReason::StartupFailed {
+                reason: format!("monitor {id} cannot run graph run {}: {e}", binding.run_id),
+            });
+        }
+    };
+    let refusal = match worker.graphs.admit(binding.run_id, id).await {
+        Ok(Admission::Admitted(run)) => {
+            tracing::info!(
+                monitor_id = %id,
+                run_id = %run.id,
+                graph = %binding.graph,
+                revision = run.revision,
+                generation = run.generation,
+                "Admitted graph run."
+            );
+            return Ok(compiled);
+        }
+        Ok(Admission::Refused(refusal)) => refusal,
+        Err(e) => {
+            return Err(ExitReason::Failed {
+                error: format!(
+                    "admitting graph run {} of monitor {id}: {e}",
+                    binding.run_id
+                ),
+            });
+        }
+    };
+    let reason = format!("graph run {} was not admitted: {refusal}", binding.run_id);
+    let exit = match &refusal {
+        // Asked to stop, or stopped: nothing failed.
+        AdmissionRefusal::LifecycleIntent { .. } => ExitReason::Stopped,
+        AdmissionRefusal::TerminalGeneration { status, .. } if status == "stopped" => {
+            ExitReason::Stopped
+        }
+        _ => ExitReason::StartupFailed {
+            reason: reason.clone(),
+        },
+    };
+    match exit {
+        ExitReason::Stopped => {
+            tracing::info!(monitor_id = %id, run_id = %binding.run_id, %reason, "Graph run not admitted; the monitor ends here and its snapshot is left as it is.")
+        }
+        _ => {
+            tracing::error!(monitor_id = %id, run_id = %binding.run_id, %reason, "Graph run not admitted; the monitor ends here and its snapshot is left as it is.")
+        }
+    }
+    // The status row says why; the snapshot row is only read, for the
+    // signature that fences this status write.
+    let seen = match store.load_snapshot(id).await {
+        Ok(stored) => stored.map(|s| s.signature().to_vec()),
+        Err(e) => {
+            tracing::warn!(monitor_id = %id, error = %e, "Could not read the snapshot row to persist the refusal.");
+            return Err(exit);
+        }
+    };
+    persist_unowned(store, id, seen.as_deref(), exit.state(), &reason).await;
+    Err(exit)
+}
+
+/// Writes the status of a monitor that did not start, unless another worker
+/// committed its snapshot since `seen` was read.
+async fn persist_unowned(
+    store: &CheckpointStore,
+    id: Uuid,
+    seen: Option<&[u8]>,
+    state: &str,
+    reason: &str,
+) {
+    let record = HealthRecord {
+        state: state.into(),
+        phase: None,
+        connected: false,
+        processed_count: 0,
+        last_checkpoint_at: None,
+        recovery: None,
+        coverage: None,
+        last_error: Some(reason.to_string()),
+        heartbeat_at: Utc::now(),
+    };
+    if let Err(e) = store.report_unowned(id, seen, &record).await {
+        tracing::warn!(monitor_id = %id, error = %e, "Could not persist why the monitor did not start.");
+    }
 }
 
 /// Reads and opens the snapshot. Corrupted or incompatible snapshots fail
@@ -301,7 +440,8 @@ async fn load(
     worker: &WorkerContext,
     row: &MonitorRow,
     binding: &SnapshotBinding,
-    config: radar::config::MonitorConfig,
+    config: MonitorConfig,
+    graph: Option<CompiledGraph>,
     metrics: &MonitorTelemetry,
 ) -> Result<(MonitorCore, Option<FencingToken>), ExitReason> {
     let id = row.id;
@@ -314,24 +454,29 @@ async fn load(
         })?;
     let Some(stored) = stored else {
         tracing::info!(monitor_id = %id, "No snapshot: starting a new detector.");
-        return Ok((
-            MonitorCore::fresh(id, config, now).map_err(core_error)?,
-            None,
-        ));
+        return Ok((fresh(id, config, graph)?, None));
     };
     let reason = match stored.open(binding, &worker.key) {
         LoadOutcome::Missing => {
-            return Ok((
-                MonitorCore::fresh(id, config, now).map_err(core_error)?,
-                None,
-            ));
+            return Ok((fresh(id, config, graph)?, None));
         }
         LoadOutcome::Restored(restored) => {
             let saved_at = restored.envelope.saved_at;
             let processed = restored.envelope.processed_count;
-            let core =
-                MonitorCore::restore(id, config, restored.state, restored.detector, saved_at, now)
-                    .map_err(core_error)?;
+            let core = match graph {
+                Some(graph) => {
+                    MonitorCore::restore_graph(id, config, graph, restored.state, saved_at, now)
+                }
+                None => MonitorCore::restore(
+                    id,
+                    config,
+                    restored.state,
+                    restored.detector,
+                    saved_at,
+                    now,
+                ),
+            }
+            .map_err(core_error)?;
             metrics.emit(events::SnapshotRestored {
                 restored_processed: processed,
                 saved_at,
@@ -343,23 +488,14 @@ async fn load(
         LoadOutcome::Incompatible(incompatible) => incompatible.to_string(),
     };
     tracing::error!(monitor_id = %id, %reason, "Refusing to start the monitor.");
-    let record = HealthRecord {
-        state: "startup_failed".into(),
-        phase: None,
-        connected: false,
-        processed_count: 0,
-        last_checkpoint_at: None,
-        recovery: None,
-        coverage: None,
-        last_error: Some(reason.clone()),
-        heartbeat_at: now,
-    };
-    if let Err(e) = store
-        .report_unowned(id, Some(stored.signature()), &record)
-        .await
-    {
-        tracing::warn!(monitor_id = %id, error = %e, "Could not persist the startup failure.");
-    }
+    persist_unowned(
+        store,
+        id,
+        Some(stored.signature()),
+        "startup_failed",
+        &reason,
+    )
+    .await;
     Err(ExitReason::StartupFailed { reason })
 }
 

@@ -18,6 +18,8 @@ pub struct ModelView {
     pub consumed: u64,
     /// Checkpoints stopped committing: input is drained without advancing.
     pub suspended: bool,
+    /// A graph node failed uncertainly: what failed. Terminal.
+    pub quarantine: Option<String>,
     pub coverage: Arc<CoverageHistory>,
     pub recovery: Arc<RecoveryMetadata>,
 }

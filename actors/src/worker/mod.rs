@@ -24,7 +24,7 @@ use radar::{
     mqtt::Backoff,
     runtime::CheckpointLimits,
     snapshot::CheckpointKey,
-    store::{self, CheckpointStore, MonitorRow, Services, StoreError},
+    store::{self, CheckpointStore, GraphStore, MonitorRow, Services, StoreError},
     telemetry::Telemetry,
 };
 use tokio::sync::oneshot;
@@ -46,6 +46,9 @@ pub struct WorkerContext {
     /// `None` when database writes are disabled.
     pub store: Option<CheckpointStore>,
     pub monitors: MonitorSource,
+    /// Graph runs: admission, the bound revision, failure records, stops.
+    /// Used only by monitors that run a graph, which need database writes.
+    pub graphs: GraphStore,
     pub backoff: Backoff,
     pub telemetry: Telemetry,
     /// Set by `radar demo`: it reads the monitors' views and notices.
@@ -156,6 +159,7 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
         WorkerSetup {
             backoff: backoff_from_env(),
             telemetry,
+            graphs: GraphStore::new(pool.clone()),
             monitors: MonitorSource::Database(store::Services::new(pool)),
             observer: None,
             settings,
@@ -188,6 +192,7 @@ pub struct WorkerSetup {
     /// `None` when database writes are disabled.
     pub store: Option<CheckpointStore>,
     pub monitors: MonitorSource,
+    pub graphs: GraphStore,
     pub backoff: Backoff,
     pub telemetry: Telemetry,
     pub observer: Option<Observer>,
@@ -215,6 +220,7 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
         key: setup.key,
         store: setup.store,
         monitors: setup.monitors,
+        graphs: setup.graphs,
         backoff: setup.backoff,
         telemetry: setup.telemetry,
         observer: setup.observer,

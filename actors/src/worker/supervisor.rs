@@ -24,6 +24,15 @@ use crate::monitor::{MonitorActor, MonitorExited, Stop};
 
 /// How often the supervisor looks for new and retired monitors.
 pub const POLL_EVERY: Duration = Duration::from_secs(5);
+
+/// [`POLL_EVERY`], unless the test-only `RADAR_TEST_SUPERVISOR_POLL_MS`
+/// changes it (a test that must act before a worker notices a retirement).
+fn poll_every() -> Duration {
+    std::env::var("RADAR_TEST_SUPERVISOR_POLL_MS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(POLL_EVERY, Duration::from_millis)
+}
 /// Restart delays of a monitor whose start failed transiently.
 const RESTART_BACKOFF: Backoff = Backoff {
     initial: Duration::from_secs(5),
@@ -247,7 +256,7 @@ impl Actor for Supervisor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.poll(ctx);
-        ctx.run_interval(POLL_EVERY, |act, ctx| act.poll(ctx));
+        ctx.run_interval(poll_every(), |act, ctx| act.poll(ctx));
     }
 }
 

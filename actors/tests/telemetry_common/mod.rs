@@ -6,7 +6,7 @@
 
 use std::{
     fs,
-    io::{Read, Write},
+    io::Write,
     net::TcpStream,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -279,37 +279,7 @@ impl Drop for Worker {
     }
 }
 
-/// A blocking HTTP/1.0 GET on 127.0.0.1; `None` while nothing answers.
-pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_string()))
-}
-
-/// The value of the one sample of `name` whose labels include every
-/// `key="value"` pair of `labels`; `None` when no sample matches.
-pub fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    exposition
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
-            (metric == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
-            .then(|| value.parse().ok())?
-        })
-        .next()
-}
+pub use common::{http_get, sample};
 
 /// Runs `promtool check metrics` on an exposition; panics with its output
 /// (or with how to install it) when it does not pass.

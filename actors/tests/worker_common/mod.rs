@@ -79,7 +79,13 @@ pub struct Harness {
 
 impl Harness {
     pub async fn new(tag: &str) -> Self {
-        let db = common::migrated_database(tag).await;
+        Self::on_server(&common::server_url(), tag).await
+    }
+
+    /// A harness whose database lives on `server` (e.g. a private cluster
+    /// the test stops and restarts).
+    pub async fn on_server(server: &str, tag: &str) -> Self {
+        let db = common::migrated_database_on(server, tag).await;
         let broker = Mosquitto::start(100_000)
             .await
             .expect("start a private mosquitto");
@@ -173,6 +179,7 @@ impl Harness {
             child: Some(child),
             log,
             id: worker_id.to_string(),
+            metrics_port: port,
         }
     }
 
@@ -227,6 +234,87 @@ impl Harness {
     pub async fn connect(&self) -> AsyncPgConnection {
         common::connect(&self.db).await
     }
+
+    /// `radar graph ARGS` that must succeed; its stdout.
+    pub fn graph(&self, args: &[&str]) -> String {
+        let out = self
+            .command()
+            .arg("graph")
+            .args(args)
+            .output()
+            .expect("run radar graph");
+        assert!(
+            out.status.success(),
+            "radar graph {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Publishes a graph definition through the CLI; its stdout.
+    pub fn publish_graph(&self, graph: &Value) -> String {
+        let path = self
+            .dir
+            .path()
+            .join(format!("graph-{}.json", Uuid::new_v4().simple()));
+        fs::write(
+            &path,
+            serde_json::to_string_pretty(graph).expect("graph JSON"),
+        )
+        .expect("write graph file");
+        self.graph(&["publish", "--file", &path.display().to_string()])
+    }
+
+    /// `radar graph activate`; the new run's id and its monitor's id.
+    pub fn activate(&self, graph: &str, revision: i32) -> GraphRunIds {
+        let out = self.graph(&["activate", graph, "--revision", &revision.to_string()]);
+        let field = |key: &str| -> Uuid {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in {out}"))
+        };
+        GraphRunIds {
+            run: field("run"),
+            service: field("service"),
+        }
+    }
+
+    /// `radar graph inspect RUN --json`.
+    pub fn inspect_run(&self, run: Uuid) -> Value {
+        serde_json::from_str(&self.graph(&["inspect", &run.to_string(), "--json"]))
+            .expect("graph inspect JSON")
+    }
+
+    /// Waits until the run (as `radar graph inspect` shows it) satisfies
+    /// `condition`; returns the inspection.
+    pub async fn wait_run(
+        &self,
+        run: Uuid,
+        within: Duration,
+        what: &str,
+        condition: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let inspection = self.inspect_run(run);
+            if condition(&inspection) {
+                return inspection;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out after {within:?} waiting until {what}; last: {inspection:#}");
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// A graph run and the monitor that executes it.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphRunIds {
+    pub run: Uuid,
+    pub service: Uuid,
 }
 
 /// A running `radar worker`.
@@ -234,6 +322,8 @@ pub struct Worker {
     child: Option<Child>,
     pub log: PathBuf,
     pub id: String,
+    /// Where its `/metrics` and `/readyz` listen.
+    pub metrics_port: u16,
 }
 
 impl Worker {
@@ -287,6 +377,11 @@ impl Worker {
 
     pub fn log(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How often the log contains `text`.
+    pub fn log_count(&self, text: &str) -> usize {
+        self.log().matches(text).count()
     }
 
     /// Waits until the log contains `text`.

@@ -265,6 +265,7 @@ async fn demo(
             key,
             store: storage.store.clone(),
             monitors: storage.source.clone(),
+            graphs: storage.graphs.clone(),
             backoff: backoff_from_env(),
             telemetry,
             observer: Some(observer.clone()),

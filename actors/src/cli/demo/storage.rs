@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use radar::{
     config::{MonitorConfig, Settings},
     demo::{DemoError, MonitorOrigin, demo_monitors, in_memory_monitors, prepare_database, redact},
-    store::{self, CheckpointStore, MonitorRow, Services},
+    store::{self, CheckpointStore, GraphStore, MonitorRow, Services},
 };
 
 use crate::worker::{MonitorSource, POOL_SIZE};
@@ -29,6 +29,9 @@ pub struct Storage {
     pub mode: Mode,
     /// `None` with database writes disabled.
     pub store: Option<CheckpointStore>,
+    /// The demo's monitors run no graph; without a database this pool is
+    /// never used (graph monitors need database writes and are refused).
+    pub graphs: GraphStore,
     pub source: MonitorSource,
     /// One per config, in order, and how it came to be (`None` in memory).
     pub monitors: Vec<(MonitorRow, Option<MonitorOrigin>)>,
@@ -64,6 +67,7 @@ pub async fn prepare(
         Ok(Storage {
             mode: Mode::Disabled { reason },
             store: None,
+            graphs: GraphStore::new(store::unconnected_pool(&settings.database_url, 1)?),
             source: MonitorSource::Fixed(Arc::from(rows.clone())),
             monitors: rows.into_iter().map(|row| (row, None)).collect(),
             notes: Vec::new(),
@@ -111,6 +115,7 @@ pub async fn prepare(
             database: prepared.name.clone(),
             shown_url: redact(&prepared.url),
         },
+        graphs: GraphStore::new(pool.clone()),
         store: Some(CheckpointStore::new(
             pool,
             worker_id.to_string(),
