@@ -213,6 +213,7 @@ async fn the_publisher_plays_the_plant_into_the_broker_tick_by_tick() {
         client_id: "deploy-demo-publisher".into(),
         speed: 500.0,
         max_ticks: Some(ticks),
+        taken_in: None,
     };
     let (_stop_tx, stop) = tokio::sync::watch::channel(false);
     let report = publish_plant(&mut plant, &options, stop).await.unwrap();
@@ -270,7 +271,57 @@ async fn the_publisher_refuses_a_speed_it_cannot_stamp() {
         client_id: "deploy-demo-too-fast".into(),
         speed: 5000.0,
         max_ticks: Some(1),
+        taken_in: None,
     };
     let err = publish_plant(&mut plant, &options, stop).await.unwrap_err();
     assert!(err.to_string().contains("speed 5000"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_publisher_holds_each_tick_until_subscribers_took_in_the_last_and_never_hangs_on_them()
+{
+    let (port, _broker) = start_embedded_broker().unwrap();
+    let options = |client_id: &str, taken_in| PublishOptions {
+        host: "127.0.0.1".into(),
+        port,
+        client_id: client_id.into(),
+        speed: 1000.0,
+        max_ticks: Some(2),
+        taken_in: Some(taken_in),
+    };
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+
+    // Nobody takes tick 0 in: tick 1 waits the whole gate time, then goes out.
+    let (held_tx, held) = tokio::sync::watch::channel(0u64);
+    let mut plant = Plant::new(PlantConfig::default()).unwrap();
+    let started = std::time::Instant::now();
+    let report = publish_plant(
+        &mut plant,
+        &options("deploy-demo-gated", held),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.ticks, 2);
+    assert!(
+        started.elapsed() >= radar::demo::GATE_WAIT_MAX,
+        "tick 1 went out after {:?}, before tick 0 was taken in",
+        started.elapsed()
+    );
+    drop(held_tx);
+
+    // The counting side is gone: the plant runs at its own pace.
+    let (gone_tx, gone) = tokio::sync::watch::channel(0u64);
+    drop(gone_tx);
+    let mut plant = Plant::new(PlantConfig::default()).unwrap();
+    let started = std::time::Instant::now();
+    let report = publish_plant(&mut plant, &options("deploy-demo-ungated", gone), stop)
+        .await
+        .unwrap();
+    assert_eq!(report.ticks, 2);
+    assert!(
+        started.elapsed() < radar::demo::GATE_WAIT_MAX,
+        "an ungated publisher waited {:?}",
+        started.elapsed()
+    );
 }

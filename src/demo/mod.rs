@@ -34,7 +34,7 @@ pub use plant::{
     READINGS, ReadingSpec, STEP_AMPERES, Sample, TICK_SECONDS, leak_drop,
 };
 pub use publisher::{
-    MAX_SPEED, PublishOptions, PublishReport, WindowTimes, payload, publish_plant,
+    GATE_WAIT_MAX, MAX_SPEED, PublishOptions, PublishReport, WindowTimes, payload, publish_plant,
 };
 
 /// Why the demo cannot go on.

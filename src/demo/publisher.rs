@@ -33,7 +33,18 @@ pub struct PublishOptions {
     pub speed: f64,
     /// Stop after this many ticks; `None` runs until stopped.
     pub max_ticks: Option<u64>,
+    /// How many ticks every subscriber has taken in. When set, tick `n`
+    /// goes out only once this reaches `n` (or after [`GATE_WAIT_MAX`]), so
+    /// the broker never holds two ticks of one topic: rumqttd hands a
+    /// lagging subscriber a burst of one topic before the next topic, and
+    /// frames would pair values of different ticks. A loaded machine then
+    /// slows the simulated clock instead of losing frames.
+    pub taken_in: Option<watch::Receiver<u64>>,
 }
+
+/// Longest wait for subscribers before a tick goes out anyway (a stopped
+/// subscriber must not stop the plant).
+pub const GATE_WAIT_MAX: Duration = Duration::from_secs(2);
 
 /// When (in payload time) a fault window began and ended during publishing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -111,6 +122,7 @@ pub async fn publish_plant(
         windows: Vec::new(),
     };
     let mut last_ms = i64::MIN;
+    let mut gate = options.taken_in.clone();
     let result = loop {
         if options.max_ticks.is_some_and(|max| report.ticks >= max) || *stop.borrow() {
             break Ok(());
@@ -122,6 +134,23 @@ pub async fn publish_plant(
             _ = failed.changed() => {
                 let reason = failed.borrow().clone().unwrap_or_default();
                 break Err(DemoError::Publish(format!("lost the broker at {}:{}: {reason}", options.host, options.port)));
+            }
+        }
+        if let Some(taken) = gate.as_mut() {
+            let wanted = report.ticks;
+            let counter_gone = tokio::select! {
+                waited = tokio::time::timeout(GATE_WAIT_MAX, taken.wait_for(|n| *n >= wanted)) => {
+                    matches!(waited, Ok(Err(_)))
+                }
+                _ = stop.changed() => continue,
+                _ = failed.changed() => {
+                    let reason = failed.borrow().clone().unwrap_or_default();
+                    break Err(DemoError::Publish(format!("lost the broker at {}:{}: {reason}", options.host, options.port)));
+                }
+            };
+            if counter_gone {
+                // Nobody counts any more: publish ungated from now on.
+                gate = None;
             }
         }
         let now_ms = Utc::now().timestamp_millis();

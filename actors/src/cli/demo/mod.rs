@@ -20,6 +20,7 @@ use std::{
     io::Write as _,
     process::ExitCode,
     sync::Arc,
+    sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
 
@@ -43,6 +44,7 @@ use self::{
     report::{MonitorSummary, Start, Summary, Tracked},
     storage::Mode,
 };
+use crate::monitor::ModelView;
 use crate::worker::{
     Notice, Observer, RunningWorker, Scope, WorkerOutcome, WorkerSetup, backoff_from_env,
     shutdown_signal, start,
@@ -303,7 +305,15 @@ async fn demo(
         Some(ended) => ended,
         None if !running => Ended::NothingRunning,
         None => {
-            let rx = report_rx.insert(spawn_publisher(&plant, &args, broker.port(), stop_rx)?);
+            let (taken_tx, taken_rx) = watch::channel(0);
+            count_ticks_taken_in(&tracked, taken_tx);
+            let rx = report_rx.insert(spawn_publisher(
+                &plant,
+                &args,
+                broker.port(),
+                stop_rx,
+                taken_rx,
+            )?);
             main_loop(
                 &mut display,
                 &mut tracked,
@@ -502,7 +512,8 @@ fn spawn_publisher(
     args: &DemoArgs,
     port: u16,
     stop: watch::Receiver<bool>,
-) -> anyhow::Result<oneshot::Receiver<Result<PublishReport, String>>> {
+    taken_in: watch::Receiver<u64>,
+) -> anyhow::Result<ReportReceiver> {
     let (report_tx, report_rx) = oneshot::channel();
     let mut plant = plant.clone();
     let options = PublishOptions {
@@ -511,6 +522,7 @@ fn spawn_publisher(
         client_id: format!("radar-demo-plant-{}", std::process::id()),
         speed: args.speed,
         max_ticks: args.max_ticks(),
+        taken_in: Some(taken_in),
     };
     std::thread::Builder::new()
         .name("demo-plant".to_string())
@@ -528,6 +540,43 @@ fn spawn_publisher(
         })
         .context("starting the plant thread")?;
     Ok(report_rx)
+}
+
+/// Keeps `taken` at the number of ticks every running monitor has taken
+/// from its queue since now, for the publisher's gate. A monitor whose model
+/// stops (its view's sender is gone) no longer holds the plant back.
+fn count_ticks_taken_in(tracked: &[Tracked], taken: watch::Sender<u64>) {
+    let models: Vec<watch::Receiver<ModelView>> = tracked
+        .iter()
+        .filter_map(|t| t.watch.as_ref().map(|w| w.model.clone()))
+        .collect();
+    let slots: Arc<[AtomicU64]> = models.iter().map(|_| AtomicU64::new(0)).collect();
+    let taken = Arc::new(taken);
+    let per_tick = READINGS.len() as u64;
+    for (i, mut model) in models.into_iter().enumerate() {
+        let base = model.borrow().consumed;
+        let slots = slots.clone();
+        let taken = taken.clone();
+        actix_rt::spawn(async move {
+            let publish = |ticks: u64| {
+                slots[i].store(ticks, Ordering::Relaxed);
+                let all = slots
+                    .iter()
+                    .map(|s| s.load(Ordering::Relaxed))
+                    .min()
+                    .unwrap_or(u64::MAX);
+                taken.send_if_modified(|v| std::mem::replace(v, all) != all);
+            };
+            loop {
+                let consumed = model.borrow_and_update().consumed;
+                publish(consumed.saturating_sub(base) / per_tick);
+                if model.changed().await.is_err() {
+                    publish(u64::MAX);
+                    return;
+                }
+            }
+        });
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -700,7 +749,7 @@ fn summary_row(m: &MonitorSummary) -> String {
     };
     let caught = if m.faults.is_empty() {
         if m.fault.is_some() {
-            "not injected yet".to_string()
+            "not yet".to_string()
         } else {
             "-".to_string()
         }
