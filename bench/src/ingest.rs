@@ -21,7 +21,7 @@ use rumqttc::QoS;
 use crate::{
     broker::Mosquitto,
     db::{BenchDb, Monitor},
-    mqtt::{BareSubscribers, Publisher},
+    mqtt::{BareProcess, Publisher},
     stats, system,
     worker::{WorkerEnv, WorkerProcess},
     workload,
@@ -41,6 +41,8 @@ const REWARM_FRAMES: usize = 2;
 #[derive(Debug, Clone)]
 pub struct Env {
     pub radar_bin: PathBuf,
+    /// This binary, started again as `radar-bench bare-subscribe`.
+    pub bench_bin: PathBuf,
     /// PostgreSQL server URL without a database name.
     pub db_server: String,
     /// Worker logs go here.
@@ -103,8 +105,8 @@ pub struct RunResult {
     pub publish_elapsed: Duration,
     pub complete: bool,
     pub load_1m: f64,
-    /// CPU the worker process used during the run (product only).
-    pub worker_cpu: Option<Duration>,
+    /// CPU the consuming process (worker or bare subscribers) used.
+    pub consumer_cpu: Option<Duration>,
     /// Observations the product rejected during the run (should be 0).
     pub rejected: u64,
     pub flagged: u64,
@@ -134,6 +136,8 @@ pub struct IngestReport {
     pub settled_rss_kib: Vec<u64>,
     /// How long one `/metrics` scrape took with every monitor loaded.
     pub scrape: Option<Duration>,
+    /// How often both consumers' counts were read in measured runs.
+    pub interval: Duration,
 }
 
 impl IngestReport {
@@ -180,6 +184,7 @@ pub async fn run(env: &Env, p: &IngestParams) -> Result<(IngestReport, BenchDb)>
         startups: Vec::new(),
         settled_rss_kib: Vec::new(),
         scrape: None,
+        interval: p.poll,
     };
     let worker_env = WorkerEnv {
         radar_bin: &env.radar_bin,
@@ -212,9 +217,15 @@ pub async fn run(env: &Env, p: &IngestParams) -> Result<(IngestReport, BenchDb)>
                     if report.scrape.is_none() {
                         let t = Instant::now();
                         worker.metrics().await?;
-                        report.scrape = Some(t.elapsed());
+                        let scrape = t.elapsed();
+                        report.scrape = Some(scrape);
+                        // Scrapes cost the worker CPU: keep them under a
+                        // tenth of one core and interpolate the end.
+                        report.interval = p.poll.max(scrape * 10);
                     }
-                    let result = product_run(&worker, &mut publisher, &monitors, p, rep).await;
+                    let result =
+                        product_run(&worker, &mut publisher, &monitors, p, rep, report.interval)
+                            .await;
                     let errors = worker.log_errors();
                     worker.stop(Duration::from_secs(120)).await?;
                     if !errors.is_empty() {
@@ -222,7 +233,18 @@ pub async fn run(env: &Env, p: &IngestParams) -> Result<(IngestReport, BenchDb)>
                     }
                     result?
                 }
-                Consumer::Bare => bare_run(&broker, &mut publisher, &monitors, p, rep).await?,
+                Consumer::Bare => {
+                    bare_run(
+                        env,
+                        &broker,
+                        &mut publisher,
+                        &monitors,
+                        p,
+                        rep,
+                        report.interval,
+                    )
+                    .await?
+                }
             };
             eprintln!(
                 "  K={} rep {} {:<13} {:>9} obs/s {:>9} frames/s in {:.2} s (publish {:.2} s){} load {:.2}",
@@ -315,28 +337,21 @@ async fn product_run(
     monitors: &[Monitor],
     p: &IngestParams,
     rep: usize,
+    interval: Duration,
 ) -> Result<RunResult> {
     let before = counts(worker).await?;
-    let target = before.received + p.run_messages();
     let cpu_before = worker.cpu_time();
-    let mut peak_rss = worker.rss_kib().map(|(rss, _)| rss);
-    let deadline = deadline_for(p);
+    let peak_rss = std::cell::Cell::new(worker.rss_kib().map(|(rss, _)| rss));
     let started = Instant::now();
-    let (published, consumed) = tokio::join!(publish(publisher, monitors, p, started), async {
-        loop {
-            tokio::time::sleep(p.poll).await;
-            let received = counts(worker).await?.received;
+    let (published, consumed) = tokio::join!(
+        publish(publisher, monitors, p, started),
+        sample_until(started, interval, p, || async {
             if let Some((rss, _)) = worker.rss_kib() {
-                peak_rss = peak_rss.max(Some(rss));
+                peak_rss.set(peak_rss.get().max(Some(rss)));
             }
-            if received >= target {
-                return anyhow::Ok((started.elapsed(), true));
-            }
-            if started.elapsed() > deadline {
-                return Ok((started.elapsed(), false));
-            }
-        }
-    });
+            Ok(counts(worker).await?.received - before.received)
+        })
+    );
     let publish_elapsed = published?;
     let (elapsed, complete) = consumed?;
     let after = counts(worker).await?;
@@ -349,43 +364,47 @@ async fn product_run(
         publish_elapsed,
         complete,
         load_1m: system::load_1m(),
-        worker_cpu: cpu_before
+        consumer_cpu: cpu_before
             .zip(worker.cpu_time())
             .map(|(b, a)| a.saturating_sub(b)),
         rejected: after.rejected - before.rejected,
         flagged: after.flagged - before.flagged,
         checkpoints: after.checkpoints - before.checkpoints,
-        peak_rss_kib: peak_rss,
+        peak_rss_kib: peak_rss.get(),
     })
 }
 
 /// The ceiling's measured run.
 async fn bare_run(
+    env: &Env,
     broker: &Mosquitto,
     publisher: &mut Publisher,
     monitors: &[Monitor],
     p: &IngestParams,
     rep: usize,
+    interval: Duration,
 ) -> Result<RunResult> {
-    let bare = BareSubscribers::start(broker.port, monitors, p.readings).await?;
-    let target = p.run_messages();
-    let deadline = deadline_for(p);
+    let bare = BareProcess::start(
+        &env.bench_bin,
+        broker.port,
+        monitors,
+        p.readings,
+        &env.log_dir,
+    )
+    .await?;
+    let cpu_before = system::cpu_time(bare.pid());
     let started = Instant::now();
-    let (published, consumed) = tokio::join!(publish(publisher, monitors, p, started), async {
-        loop {
-            tokio::time::sleep(p.poll).await;
-            if bare.received() >= target {
-                return (started.elapsed(), true);
-            }
-            if started.elapsed() > deadline {
-                return (started.elapsed(), false);
-            }
-        }
-    });
-    let publish_elapsed = published?;
-    let (elapsed, complete) = consumed;
+    let (published, consumed) = tokio::join!(
+        publish(publisher, monitors, p, started),
+        sample_until(started, interval, p, || async { Ok(bare.received()) })
+    );
+    let cpu = cpu_before
+        .zip(system::cpu_time(bare.pid()))
+        .map(|(b, a)| a.saturating_sub(b));
     let observations = bare.received();
     bare.stop().await;
+    let publish_elapsed = published?;
+    let (elapsed, complete) = consumed?;
     Ok(RunResult {
         consumer: Consumer::Bare,
         rep,
@@ -395,12 +414,61 @@ async fn bare_run(
         publish_elapsed,
         complete,
         load_1m: system::load_1m(),
-        worker_cpu: None,
+        consumer_cpu: cpu,
         rejected: 0,
         flagged: 0,
         checkpoints: 0,
         peak_rss_kib: None,
     })
+}
+
+/// Reads a consumer's count every `interval` until it reaches the run's
+/// messages (or the deadline); returns the estimated time of completion
+/// and whether the run completed.
+async fn sample_until<F, Fut>(
+    started: Instant,
+    interval: Duration,
+    p: &IngestParams,
+    mut count: F,
+) -> Result<(Duration, bool)>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<u64>>,
+{
+    let target = p.run_messages();
+    let deadline = deadline_for(p);
+    let mut samples = Vec::new();
+    loop {
+        tokio::time::sleep(interval).await;
+        let consumed = count().await?;
+        samples.push((started.elapsed(), consumed));
+        if let Some(at) = completion(&samples, target) {
+            return Ok((at, true));
+        }
+        if started.elapsed() > deadline {
+            return Ok((started.elapsed(), false));
+        }
+    }
+}
+
+/// When the count reached `target`, from `(time, count)` samples: between
+/// the last sample below it and the first at it, at the rate the samples
+/// before showed (a sample interval long enough to keep scrapes cheap
+/// would otherwise round every run up to a whole interval).
+pub fn completion(samples: &[(Duration, u64)], target: u64) -> Option<Duration> {
+    let n = samples.iter().position(|&(_, c)| c >= target)?;
+    let (t_n, _) = samples[n];
+    if n < 2 {
+        return Some(t_n);
+    }
+    let (t_first, c_first) = samples[0];
+    let (t_last, c_last) = samples[n - 1];
+    if c_last <= c_first {
+        return Some(t_n);
+    }
+    let rate = (c_last - c_first) as f64 / (t_last - t_first).as_secs_f64();
+    let rest = Duration::from_secs_f64((target - c_last) as f64 / rate);
+    Some((t_last + rest).min(t_n))
 }
 
 /// Publishes one run's frames; returns when the broker has them all.
@@ -496,12 +564,43 @@ mod tests {
             publish_elapsed: Duration::from_secs(secs),
             complete,
             load_1m: 0.0,
-            worker_cpu: None,
+            consumer_cpu: None,
             rejected: 0,
             flagged: 0,
             checkpoints: 0,
             peak_rss_kib: None,
         }
+    }
+
+    fn at(ms: u64, count: u64) -> (Duration, u64) {
+        (Duration::from_millis(ms), count)
+    }
+
+    #[test]
+    fn completion_is_interpolated_at_the_rate_seen_before() {
+        // 1000 per second, target reached 250 ms after the last sample below.
+        let samples = [
+            at(1000, 1000),
+            at(2000, 2000),
+            at(3000, 3000),
+            at(4000, 3250),
+        ];
+        assert_eq!(
+            completion(&samples, 3250),
+            Some(Duration::from_millis(3250))
+        );
+        // Never later than the sample that saw it done.
+        let samples = [at(1000, 100), at(2000, 200), at(3000, 1000)];
+        assert_eq!(
+            completion(&samples, 1000),
+            Some(Duration::from_millis(3000))
+        );
+        // Too few samples: the sample that saw it done.
+        assert_eq!(
+            completion(&[at(500, 10)], 10),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(completion(&[at(500, 9)], 10), None);
     }
 
     #[test]
@@ -517,6 +616,7 @@ mod tests {
             startups: vec![],
             settled_rss_kib: vec![],
             scrape: None,
+            interval: Duration::from_millis(100),
         };
         assert_eq!(report.ratios(), vec![0.5]);
         assert_eq!(report.median_rate(Consumer::Bare), Some(100.0));

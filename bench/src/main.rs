@@ -46,6 +46,17 @@ enum Command {
     Checkpoint(CheckpointArgs),
     /// Start-to-ready time and idle memory of a worker whose monitors all have snapshots.
     Recovery(RecoveryArgs),
+    /// The ceiling's consumer process (started by `ingest`).
+    #[command(hide = true)]
+    BareSubscribe {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        readings: usize,
+        /// A file with one topic prefix per line.
+        #[arg(long)]
+        prefixes: PathBuf,
+    },
     /// Every scenario in turn (recovery reuses the largest ingest database).
     All {
         #[command(flatten)]
@@ -130,6 +141,17 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    if let Command::BareSubscribe {
+        port,
+        readings,
+        prefixes,
+    } = &cli.command
+    {
+        let text = std::fs::read_to_string(prefixes)
+            .with_context(|| format!("reading {}", prefixes.display()))?;
+        let prefixes: Vec<String> = text.lines().map(str::to_string).collect();
+        return radar_bench::mqtt::serve_bare(*port, &prefixes, *readings).await;
+    }
     let radar_bin = match cli.radar_bin {
         Some(path) => path,
         None => std::env::current_exe()?
@@ -145,6 +167,7 @@ async fn run(cli: Cli) -> Result<()> {
     let scratch = tempdir()?;
     let env = Env {
         radar_bin,
+        bench_bin: std::env::current_exe()?,
         db_server: cli.database_server,
         log_dir: cli.log_dir.unwrap_or_else(|| scratch.clone()),
     };
@@ -169,6 +192,8 @@ async fn run(cli: Cli) -> Result<()> {
             db.drop_db().await?;
             print_recovery(&report?, None);
         }
+        // Served before the machine report, above.
+        Command::BareSubscribe { .. } => {}
         Command::All {
             ingest: ingest_args,
             checkpoint: checkpoint_args,
@@ -317,7 +342,7 @@ fn print_ingest(r: &IngestReport) {
             stats::rate(run.frames_per_s()),
             run.elapsed.as_secs_f64(),
             run.publish_elapsed.as_secs_f64(),
-            run.worker_cpu
+            run.consumer_cpu
                 .map_or("-".into(), |c| format!("{:.2}", c.as_secs_f64())),
             run.rejected,
             run.flagged,
@@ -334,7 +359,8 @@ fn print_ingest(r: &IngestReport) {
         stats::median(&ratios).unwrap_or(f64::NAN) * 100.0
     );
     println!(
-        "Worker start to ready: {} s. One /metrics scrape: {} ms.\n",
+        "Counts read every {} ms. Worker start to ready: {} s. One /metrics scrape: {} ms.\n",
+        r.interval.as_millis(),
         r.startups
             .iter()
             .map(|d| format!("{:.2}", d.as_secs_f64()))

@@ -254,3 +254,114 @@ impl BareSubscribers {
         }
     }
 }
+
+/// The bare subscribers in a process of their own (`radar-bench
+/// bare-subscribe`), laid out like the worker: publisher, broker and
+/// consumer are three processes, so the ceiling does not share a runtime
+/// with the publisher.
+pub struct BareProcess {
+    child: tokio::process::Child,
+    received: Arc<AtomicU64>,
+    reader: JoinHandle<()>,
+}
+
+impl BareProcess {
+    /// Starts `bench_bin bare-subscribe` for `monitors` and waits until
+    /// every subscription is acknowledged.
+    pub async fn start(
+        bench_bin: &std::path::Path,
+        port: u16,
+        monitors: &[Monitor],
+        readings: usize,
+        scratch: &std::path::Path,
+    ) -> Result<Self> {
+        use tokio::io::AsyncBufReadExt;
+        let prefixes = scratch.join(format!("bare-prefixes-{}", Uuid::new_v4().simple()));
+        let list: Vec<&str> = monitors.iter().map(|m| m.prefix.as_str()).collect();
+        std::fs::write(&prefixes, list.join("\n"))?;
+        let mut child = tokio::process::Command::new(bench_bin)
+            .arg("bare-subscribe")
+            .args(["--port", &port.to_string()])
+            .args(["--readings", &readings.to_string()])
+            .arg("--prefixes")
+            .arg(&prefixes)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("the bare subscriber has no stdout"))?;
+        let received = Arc::new(AtomicU64::new(0));
+        let ready = Arc::new(AtomicU64::new(0));
+        let (r, ok) = (received.clone(), ready.clone());
+        let reader = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line == "ready" {
+                    ok.store(1, Ordering::Relaxed);
+                } else if let Some(n) = line.strip_prefix("count ").and_then(|n| n.parse().ok()) {
+                    r.store(n, Ordering::Relaxed);
+                }
+            }
+        });
+        let deadline = Instant::now() + HANDSHAKE;
+        while ready.load(Ordering::Relaxed) == 0 {
+            if let Some(status) = child.try_wait()? {
+                bail!("the bare subscriber exited with {status} before subscribing");
+            }
+            if Instant::now() > deadline {
+                bail!("the bare subscriber did not subscribe within {HANDSHAKE:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = std::fs::remove_file(&prefixes);
+        Ok(Self {
+            child,
+            received,
+            reader,
+        })
+    }
+
+    /// Messages the subscribers counted, as last reported.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        self.reader.abort();
+    }
+}
+
+/// The child side of [`BareProcess`]: subscribes, says `ready`, then
+/// reports its count every few milliseconds until its reader goes away.
+pub async fn serve_bare(port: u16, prefixes: &[String], readings: usize) -> Result<()> {
+    use std::io::Write;
+    let monitors: Vec<Monitor> = prefixes
+        .iter()
+        .map(|prefix| Monitor {
+            id: Uuid::nil(),
+            prefix: prefix.clone(),
+        })
+        .collect();
+    let subscribers = BareSubscribers::start(port, &monitors, readings).await?;
+    let mut out = std::io::stdout();
+    writeln!(out, "ready")?;
+    out.flush()?;
+    loop {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if writeln!(out, "count {}", subscribers.received())
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            subscribers.stop().await;
+            return Ok(());
+        }
+    }
+}
