@@ -49,6 +49,37 @@ pub fn metric_sum(exposition: &str, name: &str) -> f64 {
         .sum()
 }
 
+/// Samples of `name` summed by the value of one label (e.g. `reason`).
+pub fn metric_by_label(
+    exposition: &str,
+    name: &str,
+    label: &str,
+) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let key = format!("{label}=\"");
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix(name).and_then(|r| r.strip_prefix('{')) else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once('}') else {
+            continue;
+        };
+        let Some(v) = value
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        if let Some(start) = labels.find(&key) {
+            let tail = &labels[start + key.len()..];
+            let label_value = tail.split('"').next().unwrap_or_default();
+            *out.entry(label_value.to_string()).or_default() += v;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +94,15 @@ mod tests {
         assert_eq!(metric_sum(text, "radar_x_total"), 7.5);
         assert_eq!(metric_sum(text, "radar_x"), 7.0);
         assert_eq!(metric_sum(text, "radar_y"), 0.0);
+    }
+
+    #[test]
+    fn samples_are_grouped_by_one_label() {
+        let text = "radar_r_total{monitor_id=\"a\",reason=\"stale\"} 2\n\
+                    radar_r_total{monitor_id=\"b\",reason=\"stale\"} 3\n\
+                    radar_r_total{monitor_id=\"b\",reason=\"future\"} 1\n";
+        let by = metric_by_label(text, "radar_r_total", "reason");
+        assert_eq!(by.get("stale"), Some(&5.0));
+        assert_eq!(by.get("future"), Some(&1.0));
     }
 }

@@ -94,6 +94,10 @@ impl Consumer {
 pub struct RunResult {
     pub consumer: Consumer,
     pub rep: usize,
+    /// The consumer was paused (SIGSTOP) while the run was published and
+    /// measured draining the broker's backlog after SIGCONT; otherwise it
+    /// consumed while the publisher published.
+    pub backlog: bool,
     /// Observations the consumer counted during the run.
     pub observations: u64,
     /// Frames the product emitted (the bare consumer: observations divided
@@ -142,13 +146,13 @@ pub struct IngestReport {
 
 impl IngestReport {
     /// Product over bare observations per second, per repetition.
-    pub fn ratios(&self) -> Vec<f64> {
+    pub fn ratios(&self, backlog: bool) -> Vec<f64> {
         (0..self.params.reps)
             .filter_map(|rep| {
                 let of = |c| {
-                    self.runs
-                        .iter()
-                        .find(|r| r.rep == rep && r.consumer == c && r.complete)
+                    self.runs.iter().find(|r| {
+                        r.rep == rep && r.consumer == c && r.complete && r.backlog == backlog
+                    })
                 };
                 Some(
                     of(Consumer::Product)?.observations_per_s()
@@ -158,11 +162,11 @@ impl IngestReport {
             .collect()
     }
 
-    pub fn median_rate(&self, consumer: Consumer) -> Option<f64> {
+    pub fn median_rate(&self, consumer: Consumer, backlog: bool) -> Option<f64> {
         let rates: Vec<f64> = self
             .runs
             .iter()
-            .filter(|r| r.consumer == consumer && r.complete)
+            .filter(|r| r.consumer == consumer && r.complete && r.backlog == backlog)
             .map(RunResult::observations_per_s)
             .collect();
         stats::median(&rates)
@@ -201,7 +205,7 @@ pub async fn run(env: &Env, p: &IngestParams) -> Result<(IngestReport, BenchDb)>
             [Consumer::Bare, Consumer::Product]
         };
         for consumer in order {
-            let result = match consumer {
+            let results = match consumer {
                 Consumer::Product => {
                     let mut worker = WorkerProcess::spawn(&worker_env)?;
                     let ready = worker
@@ -223,42 +227,82 @@ pub async fn run(env: &Env, p: &IngestParams) -> Result<(IngestReport, BenchDb)>
                         // tenth of one core and interpolate the end.
                         report.interval = p.poll.max(scrape * 10);
                     }
-                    let result =
-                        product_run(&worker, &mut publisher, &monitors, p, rep, report.interval)
-                            .await;
+                    let mut results = Vec::new();
+                    for backlog in [false, true] {
+                        let run = product_run(
+                            &worker,
+                            &mut publisher,
+                            &monitors,
+                            p,
+                            rep,
+                            report.interval,
+                            backlog,
+                        )
+                        .await;
+                        match run {
+                            Ok(run) => results.push(run),
+                            Err(e) => {
+                                resume(worker.pid());
+                                return Err(e);
+                            }
+                        }
+                    }
                     let errors = worker.log_errors();
                     worker.stop(Duration::from_secs(120)).await?;
                     if !errors.is_empty() {
                         eprintln!("worker logged errors: {}", errors.join("\n"));
                     }
-                    result?
+                    results
                 }
                 Consumer::Bare => {
-                    bare_run(
-                        env,
-                        &broker,
-                        &mut publisher,
+                    let bare = BareProcess::start(
+                        &env.bench_bin,
+                        broker.port,
                         &monitors,
-                        p,
-                        rep,
-                        report.interval,
+                        p.readings,
+                        &env.log_dir,
                     )
-                    .await?
+                    .await?;
+                    let mut results = Vec::new();
+                    for backlog in [false, true] {
+                        let run = bare_run(
+                            &bare,
+                            &mut publisher,
+                            &monitors,
+                            p,
+                            rep,
+                            report.interval,
+                            backlog,
+                        )
+                        .await;
+                        match run {
+                            Ok(run) => results.push(run),
+                            Err(e) => {
+                                bare.stop().await;
+                                return Err(e);
+                            }
+                        }
+                    }
+                    bare.stop().await;
+                    results
                 }
             };
-            eprintln!(
-                "  K={} rep {} {:<13} {:>9} obs/s {:>9} frames/s in {:.2} s (publish {:.2} s){} load {:.2}",
-                p.monitors,
-                rep + 1,
-                result.consumer.label(),
-                stats::rate(result.observations_per_s()),
-                stats::rate(result.frames_per_s()),
-                result.elapsed.as_secs_f64(),
-                result.publish_elapsed.as_secs_f64(),
-                if result.complete { "" } else { " INCOMPLETE" },
-                result.load_1m,
-            );
-            report.runs.push(result);
+            for result in results {
+                eprintln!(
+                    "  K={} rep {} {:<13} {:<7} {:>9} obs/s {:>9} frames/s in {:.2} s (publish {:.2} s){} load {:.2}",
+                    p.monitors,
+                    rep + 1,
+                    result.consumer.label(),
+                    if result.backlog { "backlog" } else { "live" },
+                    stats::rate(result.observations_per_s()),
+                    stats::rate(result.frames_per_s()),
+                    result.elapsed.as_secs_f64(),
+                    result.publish_elapsed.as_secs_f64(),
+                    if result.complete { "" } else { " INCOMPLETE" },
+                    result.load_1m,
+                );
+                report.runs.push(result);
+            }
         }
     }
     if publisher.errors() > 0 {
@@ -338,13 +382,15 @@ async fn product_run(
     p: &IngestParams,
     rep: usize,
     interval: Duration,
+    backlog: bool,
 ) -> Result<RunResult> {
     let before = counts(worker).await?;
     let cpu_before = worker.cpu_time();
     let peak_rss = std::cell::Cell::new(worker.rss_kib().map(|(rss, _)| rss));
-    let started = Instant::now();
+    let (started, publish_elapsed) =
+        start_run(publisher, monitors, p, worker.pid(), backlog).await?;
     let (published, consumed) = tokio::join!(
-        publish(publisher, monitors, p, started),
+        publish_if_live(publisher, monitors, p, started, publish_elapsed),
         sample_until(started, interval, p, || async {
             if let Some((rss, _)) = worker.rss_kib() {
                 peak_rss.set(peak_rss.get().max(Some(rss)));
@@ -355,9 +401,16 @@ async fn product_run(
     let publish_elapsed = published?;
     let (elapsed, complete) = consumed?;
     let after = counts(worker).await?;
+    if after.rejected > before.rejected {
+        let text = worker.metrics().await?;
+        let reasons =
+            crate::http::metric_by_label(&text, "radar_observations_rejected_total", "reason");
+        eprintln!("  rejections since the worker started, by reason: {reasons:?}");
+    }
     Ok(RunResult {
         consumer: Consumer::Product,
         rep,
+        backlog,
         observations: after.received - before.received,
         frames: after.frames - before.frames,
         elapsed,
@@ -376,38 +429,33 @@ async fn product_run(
 
 /// The ceiling's measured run.
 async fn bare_run(
-    env: &Env,
-    broker: &Mosquitto,
+    bare: &BareProcess,
     publisher: &mut Publisher,
     monitors: &[Monitor],
     p: &IngestParams,
     rep: usize,
     interval: Duration,
+    backlog: bool,
 ) -> Result<RunResult> {
-    let bare = BareProcess::start(
-        &env.bench_bin,
-        broker.port,
-        monitors,
-        p.readings,
-        &env.log_dir,
-    )
-    .await?;
+    let before = bare.received();
     let cpu_before = system::cpu_time(bare.pid());
-    let started = Instant::now();
+    let (started, publish_elapsed) = start_run(publisher, monitors, p, bare.pid(), backlog).await?;
     let (published, consumed) = tokio::join!(
-        publish(publisher, monitors, p, started),
-        sample_until(started, interval, p, || async { Ok(bare.received()) })
+        publish_if_live(publisher, monitors, p, started, publish_elapsed),
+        sample_until(started, interval, p, || async {
+            Ok(bare.received() - before)
+        })
     );
     let cpu = cpu_before
         .zip(system::cpu_time(bare.pid()))
         .map(|(b, a)| a.saturating_sub(b));
-    let observations = bare.received();
-    bare.stop().await;
+    let observations = bare.received() - before;
     let publish_elapsed = published?;
     let (elapsed, complete) = consumed?;
     Ok(RunResult {
         consumer: Consumer::Bare,
         rep,
+        backlog,
         observations,
         frames: observations / p.readings as u64,
         elapsed,
@@ -420,6 +468,56 @@ async fn bare_run(
         checkpoints: 0,
         peak_rss_kib: None,
     })
+}
+
+/// Starts a measured run. Live: the clock starts now and publishing runs
+/// beside the consumer. Backlog: the consumer is paused while the whole run
+/// is published and acknowledged by the broker, then resumed, and the clock
+/// starts at the resume; returns how long publishing took.
+async fn start_run(
+    publisher: &mut Publisher,
+    monitors: &[Monitor],
+    p: &IngestParams,
+    consumer: u32,
+    backlog: bool,
+) -> Result<(Instant, Option<Duration>)> {
+    if !backlog {
+        return Ok((Instant::now(), None));
+    }
+    pause(consumer);
+    let t = Instant::now();
+    let published = publish(publisher, monitors, p, t).await;
+    let started = Instant::now();
+    resume(consumer);
+    Ok((started, Some(published?)))
+}
+
+/// Publishes the run unless the backlog was published already.
+async fn publish_if_live(
+    publisher: &mut Publisher,
+    monitors: &[Monitor],
+    p: &IngestParams,
+    started: Instant,
+    published: Option<Duration>,
+) -> Result<Duration> {
+    match published {
+        Some(took) => Ok(took),
+        None => publish(publisher, monitors, p, started).await,
+    }
+}
+
+fn pause(pid: u32) {
+    // SAFETY: kill only sends a signal to our own child.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGSTOP);
+    }
+}
+
+fn resume(pid: u32) {
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGCONT);
+    }
 }
 
 /// Reads a consumer's count every `interval` until it reaches the run's
@@ -558,6 +656,7 @@ mod tests {
         RunResult {
             consumer,
             rep,
+            backlog: false,
             observations,
             frames: observations / 2,
             elapsed: Duration::from_secs(secs),
@@ -618,8 +717,9 @@ mod tests {
             scrape: None,
             interval: Duration::from_millis(100),
         };
-        assert_eq!(report.ratios(), vec![0.5]);
-        assert_eq!(report.median_rate(Consumer::Bare), Some(100.0));
-        assert_eq!(report.median_rate(Consumer::Product), Some(50.0));
+        assert_eq!(report.ratios(false), vec![0.5]);
+        assert!(report.ratios(true).is_empty());
+        assert_eq!(report.median_rate(Consumer::Bare, false), Some(100.0));
+        assert_eq!(report.median_rate(Consumer::Product, false), Some(50.0));
     }
 }

@@ -329,14 +329,15 @@ fn print_ingest(r: &IngestReport) {
         if p.qos == QoS::AtMostOnce { 0 } else { 1 }
     );
     println!(
-        "| rep | consumer | observations/s | frames/s | run s | publish s | worker CPU s | rejected | flagged | checkpoints | load 1m |"
+        "| rep | consumer | mode | observations/s | frames/s | run s | publish s | consumer CPU s | rejected | flagged | checkpoints | load 1m |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for run in &r.runs {
         println!(
-            "| {} | {} | {}{} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {}{} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {:.2} |",
             run.rep + 1,
             run.consumer.label(),
+            if run.backlog { "backlog" } else { "live" },
             stats::rate(run.observations_per_s()),
             if run.complete { "" } else { " (incomplete)" },
             stats::rate(run.frames_per_s()),
@@ -350,14 +351,21 @@ fn print_ingest(r: &IngestReport) {
             run.load_1m,
         );
     }
-    let ratios = r.ratios();
-    println!(
-        "\nMedian: radar worker {} obs/s, bare rumqttc {} obs/s; ratio per repetition {} (median {:.0}%).",
-        stats::rate(r.median_rate(Consumer::Product).unwrap_or(f64::NAN)),
-        stats::rate(r.median_rate(Consumer::Bare).unwrap_or(f64::NAN)),
-        fmt_ratios(&ratios),
-        stats::median(&ratios).unwrap_or(f64::NAN) * 100.0
-    );
+    println!();
+    for backlog in [false, true] {
+        let ratios = r.ratios(backlog);
+        println!(
+            "{}: radar worker {} obs/s, bare rumqttc {} obs/s (medians); ratio per repetition {} (median {:.0}%).",
+            if backlog { "Backlog drain" } else { "Live" },
+            stats::rate(
+                r.median_rate(Consumer::Product, backlog)
+                    .unwrap_or(f64::NAN)
+            ),
+            stats::rate(r.median_rate(Consumer::Bare, backlog).unwrap_or(f64::NAN)),
+            fmt_ratios(&ratios),
+            stats::median(&ratios).unwrap_or(f64::NAN) * 100.0
+        );
+    }
     println!(
         "Counts read every {} ms. Worker start to ready: {} s. One /metrics scrape: {} ms.\n",
         r.interval.as_millis(),
