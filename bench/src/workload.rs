@@ -2,7 +2,7 @@
 //! payloads and deterministic signals, so the criterion benches and the
 //! end-to-end harness measure the same shapes.
 
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, SecondsFormat, SubsecRound, TimeDelta, Utc};
 use radar::{
     align::Observation,
     config::MonitorConfig,
@@ -121,8 +121,9 @@ impl Signal {
     }
 }
 
-/// Source times that strictly increase and stay at or behind the wall
-/// clock whenever the wall clock allows it.
+/// Source times that strictly increase at the payload's precision
+/// (microseconds) and stay at or behind the wall clock whenever the wall
+/// clock allows it.
 #[derive(Debug, Default, Clone)]
 pub struct SourceClock {
     last: Option<DateTime<Utc>>,
@@ -130,7 +131,9 @@ pub struct SourceClock {
 
 impl SourceClock {
     pub fn next(&mut self) -> DateTime<Utc> {
-        let now = Utc::now();
+        // Two readings of the clock within one microsecond would print as
+        // the same payload time: the second frame would be stale.
+        let now = Utc::now().trunc_subsecs(6);
         let ts = match self.last {
             Some(last) if now <= last => last + TimeDelta::microseconds(1),
             _ => now,
@@ -264,10 +267,12 @@ mod tests {
     }
 
     #[test]
-    fn source_times_strictly_increase() {
+    fn source_times_strictly_increase_as_printed() {
         let mut clock = SourceClock::default();
-        let times: Vec<_> = (0..1000).map(|_| clock.next()).collect();
-        assert!(times.windows(2).all(|w| w[0] < w[1]));
+        let printed: Vec<_> = (0..10_000)
+            .map(|_| parse_payload(payload(clock.next(), 1.0).as_bytes(), 4096).unwrap().ts)
+            .collect();
+        assert!(printed.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
