@@ -64,7 +64,7 @@ impl BenchDb {
         for i in 0..count {
             let prefix = format!("radar-bench/{}/{i}", &run[..12]);
             let config = workload::monitor_config(
-                &format!("bench-{i:05}"),
+                &format!("bench-{}-{i:05}", &run[..8]),
                 &prefix,
                 readings,
                 workload::TRAINING_FRAMES,

@@ -74,7 +74,7 @@ struct IngestArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
     monitors: Vec<usize>,
     /// Messages per measured run, over all monitors.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 300_000)]
     messages: u64,
     /// Readings per monitor (messages per frame).
     #[arg(long, default_value_t = 2)]

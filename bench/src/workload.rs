@@ -270,7 +270,11 @@ mod tests {
     fn source_times_strictly_increase_as_printed() {
         let mut clock = SourceClock::default();
         let printed: Vec<_> = (0..10_000)
-            .map(|_| parse_payload(payload(clock.next(), 1.0).as_bytes(), 4096).unwrap().ts)
+            .map(|_| {
+                parse_payload(payload(clock.next(), 1.0).as_bytes(), 4096)
+                    .unwrap()
+                    .ts
+            })
             .collect();
         assert!(printed.windows(2).all(|w| w[0] < w[1]));
     }
