@@ -387,16 +387,46 @@ async fn product_run(
     let before = counts(worker).await?;
     let cpu_before = worker.cpu_time();
     let peak_rss = std::cell::Cell::new(worker.rss_kib().map(|(rss, _)| rss));
+    // With many monitors a scrape costs the worker a large share of a
+    // core; then the end of its busy period is read from /proc instead.
+    let quiescence = interval > QUIESCENCE_ABOVE;
+    let threshold = if quiescence {
+        busy_threshold(worker, p.poll).await
+    } else {
+        0.0
+    };
     let (started, publish_elapsed) =
         start_run(publisher, monitors, p, worker.pid(), backlog).await?;
+    let publishing_done = std::cell::Cell::new(publish_elapsed.is_some());
+    let target = before.received + p.run_messages();
     let (published, consumed) = tokio::join!(
-        publish_if_live(publisher, monitors, p, started, publish_elapsed),
-        sample_until(started, interval, p, || async {
-            if let Some((rss, _)) = worker.rss_kib() {
-                peak_rss.set(peak_rss.get().max(Some(rss)));
+        async {
+            let r = publish_if_live(publisher, monitors, p, started, publish_elapsed).await;
+            publishing_done.set(true);
+            r
+        },
+        async {
+            if quiescence {
+                until_quiet(
+                    worker,
+                    started,
+                    p,
+                    threshold,
+                    target,
+                    &publishing_done,
+                    &peak_rss,
+                )
+                .await
+            } else {
+                sample_until(started, interval, p, || async {
+                    if let Some((rss, _)) = worker.rss_kib() {
+                        peak_rss.set(peak_rss.get().max(Some(rss)));
+                    }
+                    Ok(counts(worker).await?.received - before.received)
+                })
+                .await
             }
-            Ok(counts(worker).await?.received - before.received)
-        })
+        }
     );
     let publish_elapsed = published?;
     let (elapsed, complete) = consumed?;
@@ -517,6 +547,64 @@ fn resume(pid: u32) {
     // SAFETY: as above.
     unsafe {
         libc::kill(pid as libc::pid_t, libc::SIGCONT);
+    }
+}
+
+/// Scrape intervals above this switch the product's runs to quiescence.
+pub const QUIESCENCE_ABOVE: Duration = Duration::from_secs(1);
+
+/// CPU use (in cores) above which the worker counts as busy: three times
+/// its idle use over one `window`, at least a quarter of a core.
+async fn busy_threshold(worker: &WorkerProcess, window: Duration) -> f64 {
+    let mut rates = Vec::new();
+    for _ in 0..10 {
+        let (c0, t0) = (worker.cpu_time(), Instant::now());
+        tokio::time::sleep(window).await;
+        if let Some((c0, c1)) = c0.zip(worker.cpu_time()) {
+            rates.push((c1 - c0).as_secs_f64() / t0.elapsed().as_secs_f64());
+        }
+    }
+    (stats::median(&rates).unwrap_or(0.0) * 3.0).max(0.25)
+}
+
+/// The product's end when scrapes are expensive: the worker's CPU time is
+/// read every `p.poll` (cheap, from /proc); the run ended at the last
+/// window in which the worker was busy, confirmed by one scrape once it is
+/// quiet and publishing is done (a scrape that finds the run unfinished is
+/// left out of the busy accounting, since it made the worker busy itself).
+async fn until_quiet(
+    worker: &WorkerProcess,
+    started: Instant,
+    p: &IngestParams,
+    threshold: f64,
+    target: u64,
+    publishing_done: &std::cell::Cell<bool>,
+    peak_rss: &std::cell::Cell<Option<u64>>,
+) -> Result<(Duration, bool)> {
+    let deadline = deadline_for(p);
+    let mut last_busy = Duration::ZERO;
+    let (mut prev_cpu, mut prev_t) = (worker.cpu_time(), Instant::now());
+    loop {
+        tokio::time::sleep(p.poll).await;
+        let (cpu, now) = (worker.cpu_time(), Instant::now());
+        if let Some((rss, _)) = worker.rss_kib() {
+            peak_rss.set(peak_rss.get().max(Some(rss)));
+        }
+        let rate = prev_cpu.zip(cpu).map_or(f64::INFINITY, |(a, b)| {
+            b.saturating_sub(a).as_secs_f64() / now.duration_since(prev_t).as_secs_f64()
+        });
+        (prev_cpu, prev_t) = (cpu, now);
+        if rate >= threshold {
+            last_busy = now.duration_since(started);
+        } else if publishing_done.get() {
+            if counts(worker).await?.received >= target {
+                return Ok((last_busy, true));
+            }
+            (prev_cpu, prev_t) = (worker.cpu_time(), Instant::now());
+        }
+        if started.elapsed() > deadline {
+            return Ok((started.elapsed(), false));
+        }
     }
 }
 

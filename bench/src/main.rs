@@ -367,8 +367,14 @@ fn print_ingest(r: &IngestReport) {
         );
     }
     println!(
-        "Counts read every {} ms. Worker start to ready: {} s. One /metrics scrape: {} ms.\n",
+        "Counts read every {} ms (bare: {} ms{}). Worker start to ready: {} s. One /metrics scrape: {} ms.\n",
         r.interval.as_millis(),
+        r.interval.min(p.poll).as_millis(),
+        if r.interval > ingest::QUIESCENCE_ABOVE {
+            "; radar worker: end of its busy period from /proc, confirmed by one scrape"
+        } else {
+            ""
+        },
         r.startups
             .iter()
             .map(|d| format!("{:.2}", d.as_secs_f64()))
