@@ -397,12 +397,12 @@ async fn product_run(
     };
     let (started, publish_elapsed) =
         start_run(publisher, monitors, p, worker.pid(), backlog).await?;
-    let publishing_done = std::cell::Cell::new(publish_elapsed.is_some());
+    let publish_done = std::cell::Cell::new(publish_elapsed);
     let target = before.received + p.run_messages();
     let (published, consumed) = tokio::join!(
         async {
             let r = publish_if_live(publisher, monitors, p, started, publish_elapsed).await;
-            publishing_done.set(true);
+            publish_done.set(Some(r.as_ref().map_or(Duration::ZERO, |d| *d)));
             r
         },
         async {
@@ -413,7 +413,7 @@ async fn product_run(
                     p,
                     threshold,
                     target,
-                    &publishing_done,
+                    &publish_done,
                     &peak_rss,
                 )
                 .await
@@ -554,7 +554,7 @@ fn resume(pid: u32) {
 pub const QUIESCENCE_ABOVE: Duration = Duration::from_secs(1);
 
 /// CPU use (in cores) above which the worker counts as busy: three times
-/// its idle use over one `window`, at least a quarter of a core.
+/// its idle use over one `window`, between a quarter and half a core.
 async fn busy_threshold(worker: &WorkerProcess, window: Duration) -> f64 {
     let mut rates = Vec::new();
     for _ in 0..10 {
@@ -564,7 +564,9 @@ async fn busy_threshold(worker: &WorkerProcess, window: Duration) -> f64 {
             rates.push((c1 - c0).as_secs_f64() / t0.elapsed().as_secs_f64());
         }
     }
-    (stats::median(&rates).unwrap_or(0.0) * 3.0).max(0.25)
+    // Capped: measured while leftover work (e.g. the checkpoints of the
+    // previous run) still runs, "idle" could otherwise look busy.
+    (stats::median(&rates).unwrap_or(0.0) * 3.0).clamp(0.25, 0.5)
 }
 
 /// The product's end when scrapes are expensive: the worker's CPU time is
@@ -578,7 +580,7 @@ async fn until_quiet(
     p: &IngestParams,
     threshold: f64,
     target: u64,
-    publishing_done: &std::cell::Cell<bool>,
+    publish_elapsed: &std::cell::Cell<Option<Duration>>,
     peak_rss: &std::cell::Cell<Option<u64>>,
 ) -> Result<(Duration, bool)> {
     let deadline = deadline_for(p);
@@ -596,9 +598,17 @@ async fn until_quiet(
         (prev_cpu, prev_t) = (cpu, now);
         if rate >= threshold {
             last_busy = now.duration_since(started);
-        } else if publishing_done.get() {
+        } else if publish_elapsed.get().is_some() {
+            let checked_at = now.duration_since(started);
             if counts(worker).await?.received >= target {
-                return Ok((last_busy, true));
+                if last_busy.is_zero() {
+                    // Never seen busy: all that is known is that it was done.
+                    return Ok((checked_at, true));
+                }
+                // Nothing is consumed before it is published: a worker that
+                // kept up and idled between messages ends with the publisher.
+                let published = publish_elapsed.get().unwrap_or_default();
+                return Ok((last_busy.max(published), true));
             }
             (prev_cpu, prev_t) = (worker.cpu_time(), Instant::now());
         }
