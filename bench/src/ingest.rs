@@ -472,7 +472,7 @@ async fn bare_run(
     let (started, publish_elapsed) = start_run(publisher, monitors, p, bare.pid(), backlog).await?;
     let (published, consumed) = tokio::join!(
         publish_if_live(publisher, monitors, p, started, publish_elapsed),
-        sample_until(started, interval, p, || async {
+        sample_until(started, interval.min(p.poll), p, || async {
             Ok(bare.received() - before)
         })
     );
