@@ -414,6 +414,7 @@ async fn product_run(
                     threshold,
                     target,
                     &publish_done,
+                    backlog,
                     &peak_rss,
                 )
                 .await
@@ -581,6 +582,7 @@ async fn until_quiet(
     threshold: f64,
     target: u64,
     publish_elapsed: &std::cell::Cell<Option<Duration>>,
+    backlog: bool,
     peak_rss: &std::cell::Cell<Option<u64>>,
 ) -> Result<(Duration, bool)> {
     let deadline = deadline_for(p);
@@ -600,6 +602,11 @@ async fn until_quiet(
             last_busy = now.duration_since(started);
         } else if publish_elapsed.get().is_some() {
             let checked_at = now.duration_since(started);
+            // A backlog was published before the clock started.
+            let floor = match backlog {
+                true => Duration::ZERO,
+                false => publish_elapsed.get().unwrap_or_default(),
+            };
             if counts(worker).await?.received >= target {
                 if last_busy.is_zero() {
                     // Never seen busy: all that is known is that it was done.
@@ -607,8 +614,7 @@ async fn until_quiet(
                 }
                 // Nothing is consumed before it is published: a worker that
                 // kept up and idled between messages ends with the publisher.
-                let published = publish_elapsed.get().unwrap_or_default();
-                return Ok((last_busy.max(published), true));
+                return Ok((last_busy.max(floor), true));
             }
             (prev_cpu, prev_t) = (worker.cpu_time(), Instant::now());
         }
