@@ -1,0 +1,91 @@
+//! A database of its own for each benchmark, on the local PostgreSQL, and
+//! the monitors in it.
+
+use anyhow::{Context, Result};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use radar::store::{self, Pool, Services};
+use uuid::Uuid;
+
+use crate::workload;
+
+/// A migrated database named `radar_bench_*`, dropped by [`BenchDb::drop_db`].
+pub struct BenchDb {
+    pub name: String,
+    pub url: String,
+    server: String,
+}
+
+/// One benchmark monitor: its id and the topic prefix of its readings.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    pub id: Uuid,
+    pub prefix: String,
+}
+
+impl BenchDb {
+    /// Creates and migrates `radar_bench_<tag>_<random>` on `server`
+    /// (a URL without a database name).
+    pub async fn create(server: &str, tag: &str) -> Result<Self> {
+        let server = server.trim_end_matches('/').to_string();
+        let name = format!(
+            "radar_bench_{tag}_{}",
+            &Uuid::new_v4().simple().to_string()[..12]
+        );
+        let mut admin = AsyncPgConnection::establish(&format!("{server}/postgres"))
+            .await
+            .with_context(|| format!("connecting to PostgreSQL at {server}"))?;
+        diesel::sql_query(format!("CREATE DATABASE \"{name}\""))
+            .execute(&mut admin)
+            .await
+            .with_context(|| format!("creating database {name}"))?;
+        let url = format!("{server}/{name}");
+        store::migrate(&url)
+            .await
+            .with_context(|| format!("migrating {name}"))?;
+        Ok(Self { name, url, server })
+    }
+
+    pub async fn pool(&self, size: usize) -> Result<Pool> {
+        Ok(store::connect(&self.url, size).await?)
+    }
+
+    pub async fn connect(&self) -> Result<AsyncPgConnection> {
+        AsyncPgConnection::establish(&self.url)
+            .await
+            .with_context(|| format!("connecting to {}", self.name))
+    }
+
+    /// Creates `count` monitors of `readings` readings each, under unique
+    /// topic prefixes.
+    pub async fn create_monitors(&self, count: usize, readings: usize) -> Result<Vec<Monitor>> {
+        let services = Services::new(self.pool(4).await?);
+        let run = Uuid::new_v4().simple().to_string();
+        let mut monitors = Vec::with_capacity(count);
+        for i in 0..count {
+            let prefix = format!("radar-bench/{}/{i}", &run[..12]);
+            let config = workload::monitor_config(
+                &format!("bench-{}-{i:05}", &run[..8]),
+                &prefix,
+                readings,
+                workload::TRAINING_FRAMES,
+                workload::CALIBRATION_FRAMES,
+            )?;
+            let id = services.create(&config).await?;
+            monitors.push(Monitor { id, prefix });
+        }
+        Ok(monitors)
+    }
+
+    /// Drops the database, disconnecting whoever is still on it.
+    pub async fn drop_db(self) -> Result<()> {
+        let mut admin = AsyncPgConnection::establish(&format!("{}/postgres", self.server)).await?;
+        diesel::sql_query(format!(
+            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+            self.name
+        ))
+        .execute(&mut admin)
+        .await
+        .with_context(|| format!("dropping database {}", self.name))?;
+        Ok(())
+    }
+}

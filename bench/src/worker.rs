@@ -1,0 +1,190 @@
+//! A real `radar worker` process under measurement: started from the
+//! release binary, watched through `/readyz`, `/metrics` and /proc.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{broker::free_port, http, system};
+
+/// How often readiness and metrics are polled while waiting.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A running `radar worker`.
+pub struct WorkerProcess {
+    child: Option<Child>,
+    pub port: u16,
+    pub log: PathBuf,
+    /// When the process was spawned.
+    pub started: Instant,
+}
+
+/// What a worker process needs besides its own metrics port.
+pub struct WorkerEnv<'a> {
+    pub radar_bin: &'a Path,
+    pub database_url: &'a str,
+    pub mqtt_url: &'a str,
+    pub log_dir: &'a Path,
+    pub tag: &'a str,
+}
+
+impl WorkerProcess {
+    /// Spawns `radar worker` with the product's default checkpoint settings
+    /// and warnings-only logs.
+    pub fn spawn(env: &WorkerEnv<'_>) -> Result<Self> {
+        let port = free_port()?;
+        let log = env.log_dir.join(format!("worker-{}-{port}.log", env.tag));
+        let file = fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let started = Instant::now();
+        let child = Command::new(env.radar_bin)
+            .arg("worker")
+            .env("DATABASE_URL", env.database_url)
+            .env("RADAR_MQTT_URL", env.mqtt_url)
+            .env("RADAR_CONFIG_FILE", "/dev/null")
+            .env("RADAR_METRICS_ADDR", format!("127.0.0.1:{port}"))
+            .env("RADAR_WORKER_ID", format!("bench-{}", env.tag))
+            .env("RUST_LOG", "warn")
+            // With the defaults (maximum interval and timeout both 30 s) the
+            // stall detector fires at the very tick a max-interval checkpoint
+            // falls due, before it can commit (see BENCHMARKS.md): every
+            // monitor would stop for a moment every 30 s. A longer timeout
+            // keeps that artifact out of the throughput figures.
+            .env("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "60")
+            .env_remove("RADAR_ENV")
+            .env_remove("RADAR_CHECKPOINT_SECRET")
+            .env_remove("RADAR_SHARD")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting {}", env.radar_bin.display()))?;
+        Ok(Self {
+            child: Some(child),
+            port,
+            log,
+            started,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Waits until `/readyz` says 200 with exactly `monitors` admitted;
+    /// returns the time since spawn.
+    pub async fn wait_ready(&mut self, monitors: usize, within: Duration) -> Result<Duration> {
+        let deadline = Instant::now() + within;
+        let mut last = String::new();
+        loop {
+            if let Some((status, body)) =
+                http::get(self.port, "/readyz", Duration::from_secs(5)).await
+            {
+                let admitted = serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| v["monitors"].as_u64());
+                if status == 200 && admitted == Some(monitors as u64) {
+                    return Ok(self.started.elapsed());
+                }
+                last = format!("{status}: {}", body.chars().take(300).collect::<String>());
+            }
+            self.check_alive()?;
+            if Instant::now() > deadline {
+                bail!(
+                    "the worker was not ready with {monitors} monitors within {within:?}; last /readyz {last}; log tail:\n{}",
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// `/metrics` as text.
+    pub async fn metrics(&self) -> Result<String> {
+        match http::get(self.port, "/metrics", Duration::from_secs(10)).await {
+            Some((200, body)) => Ok(body),
+            Some((status, _)) => bail!("/metrics answered {status}"),
+            None => bail!("/metrics did not answer on port {}", self.port),
+        }
+    }
+
+    /// The sum of one metric over all monitors.
+    pub async fn metric_sum(&self, name: &str) -> Result<f64> {
+        Ok(http::metric_sum(&self.metrics().await?, name))
+    }
+
+    pub fn rss_kib(&self) -> Option<(u64, u64)> {
+        system::rss_kib(self.pid())
+    }
+
+    pub fn cpu_time(&self) -> Option<Duration> {
+        system::cpu_time(self.pid())
+    }
+
+    fn check_alive(&mut self) -> Result<()> {
+        if let Some(child) = self.child.as_mut()
+            && let Some(status) = child.try_wait()?
+        {
+            self.child = None;
+            bail!(
+                "the worker exited with {status}; log tail:\n{}",
+                self.log_tail()
+            );
+        }
+        Ok(())
+    }
+
+    /// SIGTERM and wait: the worker commits every monitor's last snapshot.
+    pub async fn stop(&mut self, within: Duration) -> Result<ExitStatus> {
+        let Some(mut child) = self.child.take() else {
+            bail!("the worker is not running");
+        };
+        // SAFETY: kill only sends a signal to our own child.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "the worker did not stop within {within:?}; log tail:\n{}",
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    pub fn log_tail(&self) -> String {
+        let log = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Lines of the log that mention a panic or an error.
+    pub fn log_errors(&self) -> Vec<String> {
+        fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("panicked") || l.contains("ERROR"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
