@@ -397,7 +397,9 @@ async fn product_run(
     };
     let (started, publish_elapsed) =
         start_run(publisher, monitors, p, worker.pid(), backlog).await?;
-    let publish_done = std::cell::Cell::new(publish_elapsed);
+    // The earliest the run can have ended: a backlog was published before
+    // the clock started; a live run cannot end before its publishing.
+    let publish_done = std::cell::Cell::new(publish_elapsed.map(|_| Duration::ZERO));
     let target = before.received + p.run_messages();
     let (published, consumed) = tokio::join!(
         async {
@@ -414,7 +416,6 @@ async fn product_run(
                     threshold,
                     target,
                     &publish_done,
-                    backlog,
                     &peak_rss,
                 )
                 .await
@@ -581,8 +582,7 @@ async fn until_quiet(
     p: &IngestParams,
     threshold: f64,
     target: u64,
-    publish_elapsed: &std::cell::Cell<Option<Duration>>,
-    backlog: bool,
+    floor: &std::cell::Cell<Option<Duration>>,
     peak_rss: &std::cell::Cell<Option<u64>>,
 ) -> Result<(Duration, bool)> {
     let deadline = deadline_for(p);
@@ -600,13 +600,8 @@ async fn until_quiet(
         (prev_cpu, prev_t) = (cpu, now);
         if rate >= threshold {
             last_busy = now.duration_since(started);
-        } else if publish_elapsed.get().is_some() {
+        } else if let Some(floor) = floor.get() {
             let checked_at = now.duration_since(started);
-            // A backlog was published before the clock started.
-            let floor = match backlog {
-                true => Duration::ZERO,
-                false => publish_elapsed.get().unwrap_or_default(),
-            };
             if counts(worker).await?.received >= target {
                 if last_busy.is_zero() {
                     // Never seen busy: all that is known is that it was done.

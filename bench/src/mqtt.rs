@@ -140,7 +140,7 @@ impl Publisher {
             .collect();
         for _ in 0..frames {
             for monitor_topics in &topics {
-                let ts = self.clock.next();
+                let ts = self.clock.next_time();
                 for (reading, topic) in monitor_topics.iter().enumerate() {
                     let body = workload::payload(ts, self.signal.value(reading));
                     self.client

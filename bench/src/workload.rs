@@ -130,7 +130,7 @@ pub struct SourceClock {
 }
 
 impl SourceClock {
-    pub fn next(&mut self) -> DateTime<Utc> {
+    pub fn next_time(&mut self) -> DateTime<Utc> {
         // Two readings of the clock within one microsecond would print as
         // the same payload time: the second frame would be stale.
         let now = Utc::now().trunc_subsecs(6);
@@ -271,7 +271,7 @@ mod tests {
         let mut clock = SourceClock::default();
         let printed: Vec<_> = (0..10_000)
             .map(|_| {
-                parse_payload(payload(clock.next(), 1.0).as_bytes(), 4096)
+                parse_payload(payload(clock.next_time(), 1.0).as_bytes(), 4096)
                     .unwrap()
                     .ts
             })
