@@ -25,7 +25,9 @@ fn fitted(width: usize) -> Detector {
     let frames = config.detector.training_frames + config.detector.calibration_frames + 1;
     let core = workload::fed_core(config, frames, 3).expect("a fitted core");
     assert_eq!(core.phase(), Phase::Monitoring);
-    core.detector().clone()
+    core.detector()
+        .expect("a monitor without a graph runs the built-in detector")
+        .clone()
 }
 
 fn score(c: &mut Criterion) {
