@@ -78,4 +78,4 @@ pub enum GraphError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

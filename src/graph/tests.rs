@@ -46,7 +46,7 @@ fn binding(graph: &CompiledGraph, revision: i32) -> GraphBinding {
 }
 
 /// A small graph: one reading, scaled, into a detector, into the sink.
-fn small(extra_node: Option<Value>) -> Value {
+pub(crate) fn small(extra_node: Option<Value>) -> Value {
     let mut nodes = vec![
         json!({"id": "p", "type": "reading", "params": {"reading": "p"}, "layout": {"x": 0, "y": 0}}),
         json!({"id": "q", "type": "reading", "params": {"reading": "q"}, "layout": {"x": 0, "y": 1}}),

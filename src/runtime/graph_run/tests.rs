@@ -10,7 +10,7 @@ use crate::{
     align::Observation,
     config::MonitorConfig,
     detector::Phase,
-    graph::{CompiledGraph, GraphBinding, GraphDefinition},
+    graph::{CompiledGraph, GraphBinding, GraphDefinition, tests::small},
     runtime::MonitorCore,
 };
 
@@ -20,41 +20,15 @@ fn at(i: i64) -> DateTime<Utc> {
 
 /// Two readings; `p` goes through `extra` (if any) into a detector with `q`.
 fn graph(extra: Option<Value>) -> CompiledGraph {
-    let mut nodes = vec![
-        json!({"id": "p", "type": "reading", "params": {"reading": "p"}, "layout": {"x": 0, "y": 0}}),
-        json!({"id": "q", "type": "reading", "params": {"reading": "q"}, "layout": {"x": 0, "y": 1}}),
-        json!({"id": "det", "type": "detector", "params": {"training_frames": 10, "calibration_frames": 20, "false_alarm_rate": 0.1}, "layout": {"x": 1, "y": 0}}),
-        json!({"id": "alarm", "type": "alarm", "params": {}, "layout": {"x": 2, "y": 0}}),
-    ];
-    let mut edges = vec![
-        json!({"from": "q", "to": "det"}),
-        json!({"from": "det", "to": "alarm"}),
-    ];
-    match extra {
-        Some(node) => {
-            let id = node["id"].as_str().unwrap().to_string();
-            nodes.push(node);
-            edges.push(json!({"from": "p", "to": id}));
-            edges.push(json!({"from": id, "to": "det"}));
-        }
-        None => edges.push(json!({"from": "p", "to": "det"})),
-    }
-    let value = json!({
-        "name": "core-graph",
-        "readings": [{"name": "p", "topic": "t/p"}, {"name": "q", "topic": "t/q"}],
-        "alignment": {"freshness_ms": 1000, "max_age_ms": 1000, "future_tolerance_ms": 0, "max_skew_ms": 100},
-        "nodes": nodes,
-        "edges": edges,
-    });
-    CompiledGraph::compile(GraphDefinition::from_json(value).unwrap()).unwrap()
+    CompiledGraph::compile(GraphDefinition::from_json(small(extra)).unwrap()).unwrap()
 }
 
 fn config(graph: &CompiledGraph) -> MonitorConfig {
     graph.monitor_config(
-        "core-graph.r1.g1".into(),
+        "small.r1.g1".into(),
         GraphBinding {
             graph_id: Uuid::nil(),
-            graph: "core-graph".into(),
+            graph: "small".into(),
             revision: 1,
             run_id: Uuid::from_u128(7),
             semantics_hash: graph.semantics_hash().to_string(),
