@@ -158,6 +158,10 @@ async fn run(args: Args) -> Result<bool> {
             radar.display()
         );
     }
+    // Workers run with their own run directory as working directory, where a
+    // relative path such as target/debug/radar would name nothing.
+    let radar = std::fs::canonicalize(&radar)
+        .with_context(|| format!("resolving the radar binary path {}", radar.display()))?;
     let dir = tempfile::Builder::new().prefix("radar-chaos-").tempdir()?;
     log(format!(
         "seed {seed}, {faults} faults, {monitors_wanted} monitors on {} shards; run directory {}",
