@@ -249,3 +249,61 @@ async fn an_idle_monitor_is_not_reported_as_checkpoint_stalled() {
     })
     .await;
 }
+
+/// A slow sensor with the timeout equal to the maximum interval (as in the
+/// defaults): every change waits out the maximum interval before its
+/// checkpoint starts, and that must not count against the timeout, which
+/// bounds how long a started write may go uncommitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sparse_monitor_checkpointing_at_the_maximum_interval_never_stalls() {
+    let h = Harness::new("worker_sparse").await;
+    let (id, prefix) = h.create_monitor("sparse");
+    let env = [
+        ("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "2"),
+        ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "2"),
+    ];
+    let worker = h.spawn_worker("w-sparse", &env, &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 45).await;
+    publisher.flush(START).await;
+    let mut conn = h.connect().await;
+    wait_snapshot(&mut conn, id, START, "45 frames committed", |r| {
+        r.processed_count == 45
+    })
+    .await;
+
+    // One frame every 3 s: each one's checkpoint is due by the maximum
+    // interval only, 2 s after it, with no frame in between to start it.
+    for sent in 46..=49 {
+        publisher.frames(&prefix, 1).await;
+        publisher.flush(START).await;
+        wait_snapshot(&mut conn, id, START, "the frame committed", |r| {
+            r.processed_count == sent
+        })
+        .await;
+        // Pacing of the slow sensor, not a wait for a condition.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
+
+    let row = h.status_of(id);
+    let stalls: Vec<_> = gaps(&row["coverage"])
+        .into_iter()
+        .filter(|(c, _)| c == "checkpoint_stall")
+        .collect();
+    assert!(
+        stalls.is_empty() && state(&row) == "running",
+        "a monitor whose checkpoints commit at once was reported stalled: state {}, stall gaps {stalls:?}; log:\n{}",
+        state(&row),
+        worker.log()
+    );
+    let (inspection, code) = h.inspect(id);
+    assert_eq!(code, Some(0), "{inspection:#}");
+    let rejected = counts(&inspection["counters"]["observations_rejected"]);
+    assert_eq!(
+        rejected.get("model_stopped").copied().unwrap_or(0),
+        0,
+        "no frame may be dropped for a stall: {inspection:#}"
+    );
+}

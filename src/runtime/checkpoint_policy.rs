@@ -1,7 +1,10 @@
 //! When a monitor checkpoints, and when it must stop advancing because
 //! checkpoints no longer commit. Pure: the caller passes the clock.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::VecDeque,
+    time::{Duration, Instant},
+};
 
 /// Why a checkpoint is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,9 +47,20 @@ pub struct CheckpointLimits {
     pub timeout: Duration,
 }
 
-/// Tracks what is not committed yet. Time is measured from the oldest
-/// change that no committed checkpoint covers, so an idle monitor never
-/// counts as stalled however long ago its last commit was.
+/// One started checkpoint, named so that its outcome can be matched to it.
+/// Attempts are numbered in the order they start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Attempt(u64);
+
+/// Tracks what is not committed yet, for two clocks:
+///
+/// - the maximum interval counts from the oldest change no started
+///   checkpoint covers, so an idle monitor never checkpoints for nothing;
+/// - the stall timeout counts from the start of the oldest checkpoint that
+///   has not committed (nor been overtaken by a later commit), so the model
+///   stops only when writes fail or hang for the timeout, never merely
+///   because a change waited out the maximum interval before its
+///   checkpoint started. An idle monitor therefore never stalls either.
 #[derive(Debug, Clone)]
 pub struct CheckpointPolicy {
     limits: CheckpointLimits,
@@ -57,6 +71,12 @@ pub struct CheckpointPolicy {
     in_flight_since: Option<Instant>,
     /// A trigger waiting for the next checkpoint to start.
     pending: Option<Trigger>,
+    next_attempt: u64,
+    /// Started checkpoints without a commit at or after them, oldest first.
+    /// The writer commits in start order and coalesces what waits, so this
+    /// holds at most the oldest failed one, the one in flight and the one
+    /// waiting behind it.
+    outstanding: VecDeque<(Attempt, Instant)>,
 }
 
 fn oldest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -74,6 +94,8 @@ impl CheckpointPolicy {
             uncommitted_since: None,
             in_flight_since: None,
             pending: None,
+            next_attempt: 0,
+            outstanding: VecDeque::new(),
         }
     }
 
@@ -121,37 +143,63 @@ impl CheckpointPolicy {
         self.pending
     }
 
-    /// A checkpoint started: it covers every change so far.
-    pub fn started(&mut self) -> Option<Trigger> {
+    /// A checkpoint started at `now`: it covers every change so far. Returns
+    /// its trigger (if one was pending) and the attempt its outcome names.
+    pub fn started(&mut self, now: Instant) -> (Option<Trigger>, Attempt) {
         self.frames_since_start = 0;
         self.in_flight_since = oldest(self.in_flight_since, self.uncommitted_since.take());
-        self.pending.take()
+        let attempt = Attempt(self.next_attempt);
+        self.next_attempt += 1;
+        self.outstanding.push_back((attempt, now));
+        (self.pending.take(), attempt)
     }
 
-    /// The checkpoint in flight committed.
-    pub fn committed(&mut self) {
-        self.in_flight_since = None;
+    /// `attempt` committed: it covers every change up to its start, and
+    /// every attempt started before it is settled too.
+    pub fn committed(&mut self, attempt: Attempt) {
+        while self
+            .outstanding
+            .front()
+            .is_some_and(|(started, _)| *started <= attempt)
+        {
+            self.outstanding.pop_front();
+        }
+        if self.outstanding.is_empty() {
+            self.in_flight_since = None;
+        }
     }
 
-    /// The checkpoint failed: its changes are uncommitted again and its
-    /// trigger stays due, so it is retried.
-    pub fn failed(&mut self, trigger: Option<Trigger>) {
+    /// `attempt` failed: its changes are uncommitted again and its trigger
+    /// stays due, so it is retried. The stall clock keeps counting from the
+    /// oldest attempt that has not committed.
+    pub fn failed(&mut self, attempt: Attempt, trigger: Option<Trigger>) {
         self.uncommitted_since = oldest(self.uncommitted_since, self.in_flight_since.take());
         if let Some(trigger) = trigger {
             self.pending.get_or_insert(trigger);
         }
+        // The oldest entry keeps the clock; a later failed one adds nothing
+        // (its retry is a new attempt).
+        if self
+            .outstanding
+            .front()
+            .is_some_and(|(oldest, _)| *oldest != attempt)
+        {
+            self.outstanding.retain(|(a, _)| *a != attempt);
+        }
     }
 
-    /// True when a change has waited longer than the timeout without a
-    /// commit: the model must stop advancing until one commits.
+    /// True when a started checkpoint has gone longer than the timeout
+    /// without a commit: the model must stop advancing until one commits.
     pub fn stalled(&self, now: Instant) -> bool {
         self.waiting(now) > self.limits.timeout
     }
 
-    /// How long the oldest uncommitted change has waited (zero if none).
+    /// How long the oldest checkpoint without a commit has been waiting
+    /// (zero if none).
     pub fn waiting(&self, now: Instant) -> Duration {
-        oldest(self.uncommitted_since, self.in_flight_since)
-            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
+        self.outstanding
+            .front()
+            .map_or(Duration::ZERO, |(_, t)| now.saturating_duration_since(*t))
     }
 }
 
@@ -177,7 +225,7 @@ mod tests {
         let mut p = CheckpointPolicy::new(limits());
         assert_eq!(p.on_frames(9, t0), None);
         assert_eq!(p.on_frames(1, t0), Some(Trigger::FrameInterval));
-        assert_eq!(p.started(), Some(Trigger::FrameInterval));
+        assert_eq!(p.started(t0).0, Some(Trigger::FrameInterval));
         assert_eq!(
             p.on_frames(9, t0),
             None,
@@ -202,7 +250,7 @@ mod tests {
         p.request(Trigger::PhaseChange, t0);
         p.request(Trigger::CoverageChange, t0);
         assert_eq!(p.due(t0), Some(Trigger::PhaseChange));
-        assert_eq!(p.started(), Some(Trigger::PhaseChange));
+        assert_eq!(p.started(t0).0, Some(Trigger::PhaseChange));
         assert_eq!(p.due(t0), None);
     }
 
@@ -211,8 +259,8 @@ mod tests {
         let t0 = Instant::now();
         let mut p = CheckpointPolicy::new(limits());
         p.request(Trigger::Shutdown, t0);
-        let started = p.started();
-        p.failed(started);
+        let (trigger, attempt) = p.started(t0);
+        p.failed(attempt, trigger);
         assert_eq!(p.due(t0), Some(Trigger::Shutdown));
     }
 
@@ -221,44 +269,128 @@ mod tests {
         let t0 = Instant::now();
         let mut p = CheckpointPolicy::new(limits());
         p.request(Trigger::BeforeSubscribing, t0);
-        p.started();
-        p.committed();
+        let (_, attempt) = p.started(t0);
+        p.committed(attempt);
         assert!(!p.stalled(secs(t0, 3600)), "no change waits for a commit");
     }
 
     #[test]
-    fn the_model_stalls_when_a_change_waits_longer_than_the_timeout() {
+    fn the_model_stalls_when_a_checkpoint_goes_uncommitted_longer_than_the_timeout() {
         let t0 = Instant::now();
         let mut p = CheckpointPolicy::new(limits());
         p.on_frames(1, secs(t0, 100));
-        let trigger = p.due(secs(t0, 130));
-        p.started();
+        let due = p.due(secs(t0, 130));
+        assert_eq!(due, Some(Trigger::MaxInterval));
+        let (trigger, first) = p.started(secs(t0, 130));
         assert!(
-            !p.stalled(secs(t0, 130)),
+            !p.stalled(secs(t0, 160)),
             "a checkpoint in flight, exactly at the limit"
         );
         assert!(
-            p.stalled(secs(t0, 131)),
+            p.stalled(secs(t0, 161)),
             "still not committed after the timeout"
         );
-        p.failed(trigger);
+        p.failed(first, trigger);
         assert!(
-            p.stalled(secs(t0, 131)),
+            p.stalled(secs(t0, 161)),
             "a failure does not reset the clock"
         );
-        p.started();
-        p.committed();
+        let (_, retry) = p.started(secs(t0, 161));
+        assert!(
+            p.stalled(secs(t0, 162)),
+            "a retry does not reset the clock either"
+        );
+        p.committed(retry);
         assert!(!p.stalled(secs(t0, 200)), "a commit clears it");
     }
 
+    /// With the defaults (maximum interval = timeout = 30 s) a change that
+    /// waited out the maximum interval must not count as a stalled write:
+    /// the checkpoint it triggers has the whole timeout to commit.
     #[test]
-    fn changes_after_a_checkpoint_started_wait_for_the_next_commit() {
+    fn a_change_that_waited_the_maximum_interval_is_not_a_stall() {
         let t0 = Instant::now();
         let mut p = CheckpointPolicy::new(limits());
         p.on_frames(1, t0);
-        p.started();
+        assert_eq!(p.due(secs(t0, 31)), Some(Trigger::MaxInterval));
+        assert!(!p.stalled(secs(t0, 31)), "nothing has been written yet");
+        let (_, attempt) = p.started(secs(t0, 31));
+        assert!(!p.stalled(secs(t0, 32)), "the write has just started");
+        p.committed(attempt);
+        assert!(!p.stalled(secs(t0, 3600)));
+    }
+
+    #[test]
+    fn the_commit_of_an_older_attempt_leaves_the_newer_ones_clock() {
+        let t0 = Instant::now();
+        let mut p = CheckpointPolicy::new(limits());
+        p.on_frames(1, t0);
+        let (_, first) = p.started(t0);
         p.on_frames(1, secs(t0, 5));
-        p.committed();
-        assert_eq!(p.waiting(secs(t0, 10)), Duration::from_secs(5));
+        let (_, second) = p.started(secs(t0, 10));
+        p.committed(first);
+        assert_eq!(p.waiting(secs(t0, 12)), Duration::from_secs(2));
+        p.committed(second);
+        assert_eq!(p.waiting(secs(t0, 12)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_later_commit_settles_an_earlier_coalesced_attempt() {
+        let t0 = Instant::now();
+        let mut p = CheckpointPolicy::new(limits());
+        let (_, replaced) = p.started(t0);
+        let (_, newer) = p.started(secs(t0, 1));
+        p.committed(newer);
+        assert!(
+            !p.stalled(secs(t0, 100)),
+            "{replaced:?} was overtaken by a later commit"
+        );
+    }
+
+    #[test]
+    fn a_failure_after_a_commit_restarts_the_due_clock_from_the_failed_changes() {
+        let t0 = Instant::now();
+        let mut p = CheckpointPolicy::new(limits());
+        p.on_frames(1, secs(t0, 10));
+        let (trigger, attempt) = p.started(secs(t0, 40));
+        p.failed(attempt, trigger);
+        assert_eq!(p.due(secs(t0, 41)), Some(Trigger::MaxInterval));
+    }
+
+    proptest::proptest! {
+        /// Whatever the mix of frames, requests and ticks: while every
+        /// checkpoint commits within the timeout of its start, the model
+        /// never stalls; and once one has been outstanding longer, it does.
+        #[test]
+        fn stalls_exactly_when_a_started_checkpoint_outlives_the_timeout(
+            steps in proptest::collection::vec((0u8..4, 0u64..20, 0u64..50), 1..60)
+        ) {
+            let t0 = Instant::now();
+            let mut p = CheckpointPolicy::new(limits());
+            let mut now = 0u64;
+            let mut in_flight: Option<(Attempt, u64, u64)> = None;
+            for (kind, advance, commit_after) in steps {
+                now += advance;
+                let at = secs(t0, now);
+                if let Some((attempt, started, after)) = in_flight {
+                    if now >= started + after {
+                        p.committed(attempt);
+                        in_flight = None;
+                    }
+                }
+                match kind {
+                    0 => { p.on_frames(1, at); }
+                    1 => { p.request(Trigger::CoverageChange, at); }
+                    _ => {}
+                }
+                if in_flight.is_none() && p.due(at).is_some() {
+                    let (_, attempt) = p.started(at);
+                    in_flight = Some((attempt, now, commit_after));
+                }
+                let expect = in_flight
+                    .is_some_and(|(_, started, _)| now - started > limits().timeout.as_secs());
+                proptest::prop_assert_eq!(p.stalled(at), expect);
+            }
+        }
     }
 }

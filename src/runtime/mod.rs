@@ -7,7 +7,7 @@ mod exit;
 mod graph_run;
 mod shard;
 
-pub use checkpoint_policy::{CheckpointLimits, CheckpointPolicy, Trigger};
+pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
 pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
 pub use exit::{ExitReason, Restart};
 pub use shard::owns;

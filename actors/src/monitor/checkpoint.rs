@@ -141,11 +141,12 @@ impl CheckpointActor {
         .spawn(ctx);
     }
 
-    fn report(&self, committed: bool, trigger: Option<radar::runtime::Trigger>) {
+    fn report(&self, committed: bool, next: &SnapshotReady) {
         if let Some(model) = &self.model {
             model.do_send(CommitReport {
                 committed,
-                trigger,
+                attempt: next.attempt,
+                trigger: Some(next.trigger),
                 wall: Utc::now(),
             });
         }
@@ -193,7 +194,7 @@ impl CheckpointActor {
                 self.slot = Slot::Disabled;
                 if let Some(next) = self.next.take() {
                     // Nothing is written: the model never waits for a commit.
-                    self.report(true, Some(next.trigger));
+                    self.report(true, &next);
                     if next.last {
                         self.monitor
                             .do_send(LastSnapshotSettled { committed: true });
@@ -241,7 +242,7 @@ impl CheckpointActor {
                             bytes: bytes as u64,
                             saved_at: next.sealed.envelope.saved_at,
                         });
-                        act.report(true, Some(next.trigger));
+                        act.report(true, &next);
                         if last {
                             act.monitor.do_send(LastSnapshotSettled { committed: true });
                         }
@@ -257,7 +258,7 @@ impl CheckpointActor {
                             v.failures += 1;
                             v.last_error = Some(message);
                         });
-                        act.report(false, Some(next.trigger));
+                        act.report(false, &next);
                         if last {
                             let since = *act.last_since.get_or_insert(started);
                             if since.elapsed() >= act.timeout {

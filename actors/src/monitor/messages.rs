@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use radar::{
     graph::FailureDiagnostics,
     mqtt::{ConnectionEvent, RawMessage},
-    runtime::{ExitReason, Trigger},
+    runtime::{Attempt, ExitReason, Trigger},
     snapshot::SealedSnapshot,
     store::{GraphStore, OwnershipLost, PendingResults, RetriedFailure},
 };
@@ -20,6 +20,8 @@ use uuid::Uuid;
 pub struct SnapshotReady {
     pub sealed: SealedSnapshot,
     pub trigger: Trigger,
+    /// The checkpoint attempt the outcome is reported for.
+    pub attempt: Attempt,
     /// The last snapshot of a graceful stop: its outcome ends the monitor.
     pub last: bool,
 }
@@ -36,6 +38,8 @@ pub struct NewResults {
 #[rtype(result = "()")]
 pub struct CommitReport {
     pub committed: bool,
+    /// The attempt that committed or failed.
+    pub attempt: Attempt,
     /// The trigger of the snapshot, to retry it when the commit failed.
     pub trigger: Option<Trigger>,
     pub wall: DateTime<Utc>,
@@ -44,9 +48,15 @@ pub struct CommitReport {
 /// Monitor -> model: seal a snapshot now and return it (the checkpoint before
 /// subscribing is committed by the monitor itself).
 #[derive(Message)]
-#[rtype(result = "Result<SealedSnapshot, String>")]
+#[rtype(result = "Result<SealedNow, String>")]
 pub struct SealNow {
     pub trigger: Trigger,
+}
+
+/// A snapshot sealed on request, and the attempt its commit report names.
+pub struct SealedNow {
+    pub sealed: SealedSnapshot,
+    pub attempt: Attempt,
 }
 
 /// Monitor -> model: start consuming the ingress queue.

@@ -28,7 +28,7 @@ use super::{
     checkpoint::CheckpointActor,
     messages::{
         AttachInput, CommitReport, Connection, Halt, InputDrained, NewResults, Quarantined,
-        SealNow, SnapshotReady,
+        SealNow, SealedNow, SnapshotReady,
     },
     view::ModelView,
 };
@@ -149,16 +149,17 @@ impl ModelActor {
 
     /// Seals and hands a snapshot to the checkpoint actor.
     fn checkpoint_now(&mut self, trigger: Trigger, last: bool) {
-        self.policy.started();
+        let (_, attempt) = self.policy.started(Instant::now());
         match self.seal() {
             Ok(sealed) => self.checkpoint.do_send(SnapshotReady {
                 sealed,
                 trigger,
+                attempt,
                 last,
             }),
             Err(error) => {
                 tracing::error!(monitor_id = %self.core.service_id(), %error, "Could not seal a snapshot.");
-                self.policy.failed(Some(trigger));
+                self.policy.failed(attempt, Some(trigger));
             }
         }
     }
@@ -336,7 +337,7 @@ impl Handler<AttachInput> for ModelActor {
 }
 
 impl Handler<SealNow> for ModelActor {
-    type Result = Result<SealedSnapshot, String>;
+    type Result = Result<SealedNow, String>;
 
     fn handle(&mut self, msg: SealNow, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
@@ -347,8 +348,9 @@ impl Handler<SealNow> for ModelActor {
             return Err("the monitor is quarantined; it never exports a snapshot again".into());
         }
         self.policy.request(msg.trigger, Instant::now());
-        self.policy.started();
-        self.seal()
+        let (_, attempt) = self.policy.started(Instant::now());
+        let sealed = self.seal()?;
+        Ok(SealedNow { sealed, attempt })
     }
 }
 
@@ -361,13 +363,13 @@ impl Handler<CommitReport> for ModelActor {
             return;
         }
         if msg.committed {
-            self.policy.committed();
+            self.policy.committed(msg.attempt);
             if self.core.resume(msg.wall) {
                 tracing::info!(monitor_id = %self.core.service_id(), "A checkpoint committed again; the model advances.");
                 self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         } else {
-            self.policy.failed(msg.trigger);
+            self.policy.failed(msg.attempt, msg.trigger);
         }
         self.publish();
     }

@@ -30,7 +30,7 @@ use super::{
     checkpoint::{CheckpointActor, Claimed},
     health::{HealthActor, HealthInputs},
     ingestion::IngestionActor,
-    messages::{AttachInput, CommitReport, Halt, SealNow},
+    messages::{AttachInput, CommitReport, Halt, SealNow, SealedNow},
     model::{ModelActor, ModelSetup},
     view::{CheckpointView, Ownership},
 };
@@ -184,7 +184,7 @@ async fn start_once(
     // The checkpoint before subscribing: a fresh monitor claims its row (one
     // winner among racing workers), a restored one replaces exactly the
     // snapshot it loaded.
-    let sealed = match model
+    let SealedNow { sealed, attempt } = match model
         .send(SealNow {
             trigger: Trigger::BeforeSubscribing,
         })
@@ -230,6 +230,7 @@ async fn start_once(
     }
     model.do_send(CommitReport {
         committed: true,
+        attempt,
         trigger: Some(Trigger::BeforeSubscribing),
         wall: Utc::now(),
     });

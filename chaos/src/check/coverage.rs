@@ -44,9 +44,10 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
     for o in &obs.outages {
         let from = match o.kind {
             OutageKind::Broker => o.from + detection,
-            // The model stops a timeout after its oldest uncommitted change.
-            // While the broker is down nothing changes, so that clock starts
-            // once frames can flow again.
+            // The model stops a timeout after the first checkpoint that
+            // cannot commit started. While the broker is down nothing
+            // changes and no checkpoint is due, so that clock starts once
+            // frames can flow again.
             OutageKind::Database => {
                 let flowing = obs
                     .outages

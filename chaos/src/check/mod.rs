@@ -172,9 +172,12 @@ pub struct Observations {
 pub struct Limits {
     /// `RADAR_CHECKPOINT_TIMEOUT_SECONDS` of the workers.
     pub checkpoint_timeout: Duration,
-    /// A stalled model is noticed on its next tick (1 s) after the oldest
-    /// uncommitted change waited the timeout; that change can follow the
-    /// last commit by one frame.
+    /// How long after frames can change the model its stall timeout starts
+    /// and is noticed: the first change after the last commit follows it by
+    /// up to one frame, the checkpoint covering it starts once
+    /// `RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS` (1 s in the run) has passed,
+    /// on the next frame or tick, and the stall is noticed on the tick (1 s)
+    /// after that checkpoint waited the timeout.
     pub stall_detection: Duration,
     /// A worker notices a killed broker when its socket fails.
     pub outage_detection: Duration,
@@ -191,7 +194,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             checkpoint_timeout: Duration::from_secs(5),
-            stall_detection: Duration::from_millis(2500),
+            stall_detection: Duration::from_millis(3500),
             outage_detection: Duration::from_secs(1),
             reconnect: Duration::from_secs(2),
             slack: Duration::from_millis(500),

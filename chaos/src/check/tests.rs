@@ -405,7 +405,7 @@ fn coverage_requires_a_stall_gap_only_for_database_outages_longer_than_the_timeo
 fn coverage_counts_the_stall_timeout_from_when_frames_flow_again_after_a_broker_outage() {
     let mut run = healthy();
     // The database is down 8-18 s, the broker until 9 s: frames flow from
-    // 11 s (reconnect), so the model must have stalled by 18.5 s: nothing
+    // 11 s (reconnect), so the model must have stalled by 19.5 s: nothing
     // to cover before the database came back.
     run.obs.outages.push(Outage {
         kind: OutageKind::Database,
@@ -416,7 +416,7 @@ fn coverage_counts_the_stall_timeout_from_when_frames_flow_again_after_a_broker_
     run.obs.outages[0].to = t(9.0);
     run.obs.coverage.get_mut(&M).unwrap().gaps[1] = gap("mqtt_outage", 6.3, 9.2);
     assert_eq!(verdict(&run.obs, "(e)").failed, 0);
-    // Without the broker outage the stall was due from 15.5 s.
+    // Without the broker outage the stall was due from 16.5 s.
     run.obs.outages.remove(0);
     assert_fails(&run.obs, "(e)", "pause after the broker");
 }
