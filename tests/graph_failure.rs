@@ -264,7 +264,11 @@ async fn admission_checks_the_lifecycle_intent() {
         graphs.stop(run.run_id).await.unwrap(),
         StopOutcome::AlreadyStopped
     );
-    let service = store::Services::new(store::connect(&db.url, 1).await.unwrap());
+    let service = store::Services::new(
+        store::connect(&db.url, 1, common::STATEMENT_TIMEOUT)
+            .await
+            .unwrap(),
+    );
     assert!(
         service.get(run.service_id).await.unwrap().is_retired(),
         "a stopped run's monitor is retired"

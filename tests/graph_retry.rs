@@ -80,7 +80,11 @@ async fn a_quarantined_failure_record_retries_until_the_database_returns() {
         common::server_url().ends_with(":5432"),
         "the relay forwards to the local cluster"
     );
-    let through_relay = GraphStore::new(store::connect(&url, 1).await.unwrap());
+    let through_relay = GraphStore::new(
+        store::connect(&url, 1, common::STATEMENT_TIMEOUT)
+            .await
+            .unwrap(),
+    );
     relay.cut();
     let retrying = tokio::spawn(async move {
         through_relay
@@ -126,7 +130,11 @@ async fn an_explicit_stop_ends_the_retries() {
     let run = running(&graphs, &mut conn).await;
     let relay = Relay::start().await;
     let url = db.url.replace(":5432/", &format!(":{}/", relay.port));
-    let through_relay = GraphStore::new(store::connect(&url, 1).await.unwrap());
+    let through_relay = GraphStore::new(
+        store::connect(&url, 1, common::STATEMENT_TIMEOUT)
+            .await
+            .unwrap(),
+    );
     relay.cut();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let retrying = tokio::spawn(async move {

@@ -5,8 +5,6 @@
 mod common;
 mod graph_support;
 
-use std::time::Duration;
-
 use chrono::Utc;
 use graph_support::*;
 use radar::config::MonitorConfig;
@@ -47,7 +45,9 @@ struct Fixture {
 
 async fn fixture(tag: &str) -> (Fixture, CheckpointWriter) {
     let db = common::migrated_database(tag).await;
-    let pool = store::connect(&db.url, 4).await.unwrap();
+    let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
+        .await
+        .unwrap();
     let graphs = GraphStore::new(pool.clone());
     graphs.publish(definition(example())).await.unwrap();
     let run = graphs.activate("pump-7-graph", 1).await.unwrap();
@@ -57,7 +57,7 @@ async fn fixture(tag: &str) -> (Fixture, CheckpointWriter) {
         .unwrap()
         .monitor_config()
         .unwrap();
-    let checkpoints = CheckpointStore::new(pool, "worker-a", Duration::from_secs(10));
+    let checkpoints = CheckpointStore::new(pool, "worker-a");
     let binding = SnapshotBinding::for_monitor(run.service_id, &config);
     let initial = seal(&binding, &ManagedState::default(), Utc::now(), &key()).unwrap();
     let Claim::Won(writer) = checkpoints.claim(&initial).await.unwrap() else {

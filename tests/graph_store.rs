@@ -10,7 +10,9 @@ use radar::graph::{NodeChange, NodeChangeKind};
 use radar::store::{self, GraphStore, GraphStoreError, PlanChange, Services};
 
 async fn graph_store(db: &common::TestDb) -> (GraphStore, Services) {
-    let pool = store::connect(&db.url, 4).await.unwrap();
+    let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
+        .await
+        .unwrap();
     (GraphStore::new(pool.clone()), Services::new(pool))
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::{collections::BTreeMap, time::Duration};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeZone, Utc};
 use diesel_async::RunQueryDsl;
@@ -56,13 +56,15 @@ fn committed_state(config: &MonitorConfig) -> ManagedState {
 /// A monitor with a committed snapshot of [`committed_state`].
 async fn fixture(tag: &str) -> Fixture {
     let db = common::migrated_database(tag).await;
-    let pool = store::connect(&db.url, 4).await.unwrap();
+    let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
+        .await
+        .unwrap();
     let config = MonitorConfig::from_toml(PUMP).unwrap();
     let service_id = Services::new(pool.clone()).create(&config).await.unwrap();
     let state = committed_state(&config);
     let binding = SnapshotBinding::for_monitor(service_id, &config);
     let sealed = seal(&binding, &state, at(13), &key()).unwrap();
-    let store = CheckpointStore::new(pool, "worker-a", Duration::from_secs(10));
+    let store = CheckpointStore::new(pool, "worker-a");
     let Claim::Won(_) = store.claim(&sealed).await.unwrap() else {
         panic!("claim lost");
     };

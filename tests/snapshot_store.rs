@@ -39,7 +39,9 @@ struct Fixture {
 
 async fn fixture(tag: &str) -> Fixture {
     let db = common::migrated_database(tag).await;
-    let pool = store::connect(&db.url, 12).await.unwrap();
+    let pool = store::connect(&db.url, 12, common::STATEMENT_TIMEOUT)
+        .await
+        .unwrap();
     let config = MonitorConfig::from_toml(PUMP).unwrap();
     let service_id = Services::new(pool.clone()).create(&config).await.unwrap();
     let binding = SnapshotBinding::for_monitor(service_id, &config);
@@ -52,8 +54,14 @@ async fn fixture(tag: &str) -> Fixture {
 }
 
 impl Fixture {
-    fn store(&self, writer: &str, timeout: Duration) -> CheckpointStore {
-        CheckpointStore::new(self.pool.clone(), writer, timeout)
+    fn store(&self, writer: &str) -> CheckpointStore {
+        CheckpointStore::new(self.pool.clone(), writer)
+    }
+
+    /// A store whose own pool bounds every statement by `timeout`.
+    async fn store_bounded(&self, writer: &str, timeout: Duration) -> CheckpointStore {
+        let pool = store::connect(&self.db.url, 2, timeout).await.unwrap();
+        CheckpointStore::new(pool, writer)
     }
 
     /// A snapshot after `frames` frames, saved at `saved_at`.
@@ -72,7 +80,7 @@ impl Fixture {
 
     async fn claim(&self, writer: &str) -> CheckpointWriter {
         match self
-            .store(writer, Duration::from_secs(10))
+            .store(writer)
             .claim(&self.sealed(0, at(0)))
             .await
             .unwrap()
@@ -83,7 +91,7 @@ impl Fixture {
     }
 
     async fn row_signature(&self) -> Option<Vec<u8>> {
-        self.store("reader", Duration::from_secs(10))
+        self.store("reader")
             .load_snapshot(self.service_id)
             .await
             .unwrap()
@@ -160,7 +168,7 @@ async fn racing_initial_inserts_have_exactly_one_winner() {
         tasks.push(tokio::spawn(async move {
             // Each worker's first snapshot differs (its own save time).
             let initial = fx.sealed(0, at(0) + chrono::Duration::microseconds(i as i64));
-            let store = fx.store(&format!("worker-{i}"), Duration::from_secs(10));
+            let store = fx.store(&format!("worker-{i}"));
             barrier.wait().await;
             (initial.token.clone(), store.claim(&initial).await.unwrap())
         }));
@@ -190,7 +198,7 @@ async fn after_a_successor_commits_the_stale_writer_is_refused_everywhere_and_ke
     let a_token = a.token();
 
     // B replaces A (e.g. a start-first rollout): it loads, verifies, commits.
-    let b_store = fx.store("worker-b", Duration::from_secs(10));
+    let b_store = fx.store("worker-b");
     let row = b_store.load_snapshot(fx.service_id).await.unwrap().unwrap();
     let LoadOutcome::Restored(restored) = row.open(&fx.binding, &key()) else {
         panic!("B could not restore");
@@ -202,7 +210,7 @@ async fn after_a_successor_commits_the_stale_writer_is_refused_everywhere_and_ke
     );
 
     // A still believes it owns the row: three handles on its token.
-    let a_store = fx.store("worker-a", Duration::from_secs(10));
+    let a_store = fx.store("worker-a");
     let a_pending = results(100, 3);
     let queue_before = a_pending.clone();
 
@@ -253,9 +261,7 @@ async fn a_writer_that_lost_ownership_stops_its_own_heartbeats_too() {
     let fx = fixture("lost_heartbeat").await;
     let a = fx.claim("worker-a").await;
     let a_health = a.health_reporter();
-    let b = fx
-        .store("worker-b", Duration::from_secs(10))
-        .resume(fx.service_id, a.token());
+    let b = fx.store("worker-b").resume(fx.service_id, a.token());
     committed(
         b.checkpoint(&fx.sealed(1, at(1)), &PendingResults::default())
             .await,
@@ -325,7 +331,9 @@ async fn evidence_in_a_failed_checkpoint_transaction_rolls_back_with_it() {
     .await
     .unwrap();
 
-    let impatient = fx.store("worker-a", Duration::from_millis(500));
+    let impatient = fx
+        .store_bounded("worker-a", Duration::from_millis(500))
+        .await;
     let writer = impatient.resume(fx.service_id, writer.token());
     let next = fx.sealed(3, at(3));
     let WriteOutcome::Failed { writer, error } = writer.checkpoint(&next, &pending).await else {
@@ -430,7 +438,7 @@ async fn a_restored_writer_continues_the_chain_and_evidence_is_not_duplicated() 
     );
     drop(writer);
 
-    let store = fx.store("worker-b", Duration::from_secs(10));
+    let store = fx.store("worker-b");
     let row = store.load_snapshot(fx.service_id).await.unwrap().unwrap();
     assert_eq!(row.writer_id, "worker-a");
     let LoadOutcome::Restored(restored) = row.open(&fx.binding, &key()) else {
@@ -456,7 +464,7 @@ async fn a_tampered_row_is_refused_with_the_reason() {
     let fx = fixture("tampered").await;
     fx.claim("worker-a").await;
     let mut conn = fx.conn().await;
-    let store = fx.store("reader", Duration::from_secs(10));
+    let store = fx.store("reader");
     let edits = [
         (
             "UPDATE radar_runtime_checkpoints SET payload = set_byte(payload, 0, get_byte(payload, 0) # 1) WHERE service_id = $1",
@@ -517,7 +525,7 @@ async fn deleting_the_service_removes_its_snapshot_row() {
 #[tokio::test]
 async fn a_status_without_ownership_is_written_only_while_the_row_is_unchanged() {
     let fx = fixture("unowned_status").await;
-    let store = fx.store("worker-a", Duration::from_secs(10));
+    let store = fx.store("worker-a");
     // No row yet: a startup failure may be reported.
     assert!(
         store
@@ -559,4 +567,72 @@ async fn a_status_without_ownership_is_written_only_while_the_row_is_unchanged()
             .await
             .unwrap()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pooled_connection_carries_the_statement_timeout() {
+    let fx = fixture("session_timeout").await;
+    let pool = store::connect(&fx.db.url, 2, Duration::from_millis(1234))
+        .await
+        .unwrap();
+    // Both connections of the pool, not just the first one made.
+    let (mut a, mut b) = (
+        store::checkout(&pool).await.unwrap(),
+        store::checkout(&pool).await.unwrap(),
+    );
+    for conn in [&mut a, &mut b] {
+        let shown: Vec<Shown> = diesel::sql_query("SHOW statement_timeout")
+            .load(&mut **conn)
+            .await
+            .unwrap();
+        assert_eq!(shown[0].statement_timeout, "1234ms");
+    }
+}
+
+#[derive(diesel::QueryableByName)]
+struct Shown {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    statement_timeout: String,
+}
+
+/// A checkpoint with no results is one autocommit statement: on a locked
+/// row it fails at the statement timeout, changes nothing, and the same
+/// writer commits once the row is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_checkpoint_on_a_locked_row_times_out_and_commits_after_the_lock() {
+    let fx = fixture("lone_checkpoint").await;
+    let writer = fx.claim("worker-a").await;
+    let before = fx.row_signature().await.unwrap();
+    let mut blocker = fx.conn().await;
+    blocker.batch_execute("BEGIN").await.unwrap();
+    diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
+        .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+
+    let impatient = fx
+        .store_bounded("worker-a", Duration::from_millis(500))
+        .await;
+    let writer = impatient.resume(fx.service_id, writer.token());
+    let next = fx.sealed(3, at(3));
+    let WriteOutcome::Failed { writer, error } =
+        writer.checkpoint(&next, &PendingResults::default()).await
+    else {
+        panic!("the checkpoint did not fail");
+    };
+    assert!(
+        matches!(error, store::StoreError::Timeout { .. }),
+        "{error}"
+    );
+    assert_eq!(fx.row_signature().await.unwrap(), before, "row unchanged");
+
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    let writer = committed(writer.checkpoint(&next, &PendingResults::default()).await);
+    assert_eq!(
+        fx.row_signature().await.unwrap(),
+        next.bytes.signature,
+        "the retry committed"
+    );
+    assert_eq!(writer.token(), next.token);
 }

@@ -74,7 +74,11 @@ async fn an_unmigrated_database_is_reported_as_behind() {
 #[tokio::test]
 async fn monitors_round_trip_through_create_list_show_retire_and_delete() {
     let db = common::migrated_database("crud").await;
-    let services = Services::new(store::connect(&db.url, 2).await.unwrap());
+    let services = Services::new(
+        store::connect(&db.url, 2, common::STATEMENT_TIMEOUT)
+            .await
+            .unwrap(),
+    );
     let config = MonitorConfig::from_toml(PUMP).unwrap();
     let id = services.create(&config).await.unwrap();
 
@@ -111,7 +115,11 @@ async fn monitors_round_trip_through_create_list_show_retire_and_delete() {
 #[tokio::test]
 async fn deleting_a_monitor_cascades_to_its_snapshot_alarms_evidence_and_status() {
     let db = common::migrated_database("cascade").await;
-    let services = Services::new(store::connect(&db.url, 2).await.unwrap());
+    let services = Services::new(
+        store::connect(&db.url, 2, common::STATEMENT_TIMEOUT)
+            .await
+            .unwrap(),
+    );
     let keep = services
         .create(&MonitorConfig::from_toml(&PUMP.replace("pump-7\"", "pump-8\"")).unwrap())
         .await
@@ -165,7 +173,11 @@ async fn deleting_a_monitor_cascades_to_its_snapshot_alarms_evidence_and_status(
 #[tokio::test]
 async fn the_same_frame_cannot_be_inserted_twice_as_evidence() {
     let db = common::migrated_database("dupe").await;
-    let services = Services::new(store::connect(&db.url, 2).await.unwrap());
+    let services = Services::new(
+        store::connect(&db.url, 2, common::STATEMENT_TIMEOUT)
+            .await
+            .unwrap(),
+    );
     let id = services
         .create(&MonitorConfig::from_toml(PUMP).unwrap())
         .await

@@ -43,7 +43,9 @@ async fn rebind(
     revision: i32,
     hash: &str,
 ) {
-    let pool = radar::store::connect(&h.db.url, 1).await.expect("pool");
+    let pool = radar::store::connect(&h.db.url, 1, std::time::Duration::from_secs(30))
+        .await
+        .expect("pool");
     let row = radar::store::Services::new(pool)
         .get(service)
         .await

@@ -93,7 +93,7 @@ pub async fn run(env: &Env, p: &CheckpointParams) -> Result<Vec<CheckpointResult
 
 async fn run_in(db: &BenchDb, p: &CheckpointParams) -> Result<Vec<CheckpointResult>> {
     let pool = db.pool(POOL_SIZE).await?;
-    let store = CheckpointStore::new(pool, "radar-bench", Duration::from_secs(30));
+    let store = CheckpointStore::new(pool, "radar-bench");
     let mut results = Vec::new();
     for &bytes in &p.sizes {
         for &concurrency in &p.concurrency {

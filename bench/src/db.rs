@@ -46,7 +46,8 @@ impl BenchDb {
     }
 
     pub async fn pool(&self, size: usize) -> Result<Pool> {
-        Ok(store::connect(&self.url, size).await?)
+        // The worker's default statement timeout.
+        Ok(store::connect(&self.url, size, std::time::Duration::from_secs(30)).await?)
     }
 
     pub async fn connect(&self) -> Result<AsyncPgConnection> {

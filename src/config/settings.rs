@@ -141,7 +141,8 @@ pub struct Settings {
     /// Checkpoint at least this often while anything changed.
     #[serde(default = "thirty")]
     pub checkpoint_max_interval_seconds: u64,
-    /// Without a commit for this long, the model stops advancing.
+    /// When a started checkpoint has not committed for this long, the model
+    /// stops advancing. Also bounds every database statement.
     #[serde(default = "thirty")]
     pub checkpoint_timeout_seconds: u64,
     #[serde(default = "default_mqtt_url")]
@@ -223,6 +224,12 @@ pub struct Loaded {
 }
 
 impl Settings {
+    /// `RADAR_CHECKPOINT_TIMEOUT_SECONDS`: how long a started checkpoint may
+    /// go uncommitted, and the bound of every database statement.
+    pub fn checkpoint_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.checkpoint_timeout_seconds.max(1))
+    }
+
     /// Layers defaults, the settings file, `vars` and `flags`, then validates.
     /// The settings file is `RADAR_CONFIG_FILE`, else `config/default.toml`
     /// when it exists; a named file that does not exist is an error.

@@ -15,7 +15,7 @@ use std::{fmt, time::Duration};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use thiserror::Error;
 use uuid::Uuid;
 
@@ -112,13 +112,14 @@ pub struct CheckpointWriter {
 }
 
 impl CheckpointStore {
-    /// `writer_id` names this worker instance in the row (diagnostics);
-    /// `timeout` bounds each statement (`RADAR_CHECKPOINT_TIMEOUT_SECONDS`).
-    pub fn new(pool: Pool, writer_id: impl Into<String>, timeout: Duration) -> Self {
+    /// `writer_id` names this worker instance in the row (diagnostics).
+    /// The pool's statement timeout (`RADAR_CHECKPOINT_TIMEOUT_SECONDS` in a
+    /// worker) bounds each statement; twice that bounds a whole write.
+    pub fn new(pool: Pool, writer_id: impl Into<String>) -> Self {
         Self {
+            timeout: pool.statement_timeout(),
             pool,
             writer_id: writer_id.into(),
-            timeout,
         }
     }
 
@@ -128,10 +129,6 @@ impl CheckpointStore {
 
     pub(super) fn pool(&self) -> &Pool {
         &self.pool
-    }
-
-    pub(super) fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     /// The row of a monitor, if it has one.
@@ -160,7 +157,6 @@ impl CheckpointStore {
                 let mut conn = checkout(&self.pool).await?;
                 let inserted = conn
                     .transaction::<_, diesel::result::Error, _>(async |conn| {
-                        set_timeout(conn, self.timeout).await?;
                         diesel::insert_into(rows::table)
                             .values(self.row_values(initial))
                             .on_conflict_do_nothing()
@@ -261,19 +257,6 @@ impl CheckpointStore {
     }
 }
 
-/// Bounds every statement of the current transaction, lock waits included.
-pub(super) async fn set_timeout(
-    conn: &mut AsyncPgConnection,
-    timeout: Duration,
-) -> QueryResult<()> {
-    // SET takes no bind parameters; the value is an integer we format.
-    let ms = timeout.as_millis().clamp(1, i32::MAX as u128);
-    diesel::sql_query(format!("SET LOCAL statement_timeout = {ms}"))
-        .execute(conn)
-        .await
-        .map(drop)
-}
-
 /// Why a fenced transaction was rolled back.
 enum TxError {
     Db(diesel::result::Error),
@@ -313,26 +296,35 @@ impl CheckpointWriter {
         let accepted = self.fence.accepted(false);
         self.fence.begin(&next.token);
         let store = &self.store;
+        // The compare-and-swap: replaces the row only if it holds a
+        // signature this writer accepts.
+        let update = diesel::update(
+            rows::table
+                .find(self.service_id)
+                .filter(rows::signature.eq_any(&accepted)),
+        )
+        // The column default only applies on insert; each commit must stamp
+        // its own time.
+        .set((
+            store.row_values(next),
+            rows::committed_at.eq(diesel::dsl::now),
+        ));
         let result = store
             .bounded(async {
                 let mut conn = checkout(&store.pool).await?;
+                if pending.is_empty() {
+                    // Nothing commits with the snapshot: the update alone,
+                    // in autocommit, is the whole transaction.
+                    let outcome = match update.execute(&mut conn).await {
+                        Ok(0) => Err(TxError::Refused),
+                        Ok(_) => Ok(()),
+                        Err(e) => Err(TxError::Db(e)),
+                    };
+                    return Ok(outcome);
+                }
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
-                        set_timeout(conn, store.timeout).await?;
-                        let updated = diesel::update(
-                            rows::table
-                                .find(self.service_id)
-                                .filter(rows::signature.eq_any(&accepted)),
-                        )
-                        // The column default only applies on insert; each
-                        // commit must stamp its own time.
-                        .set((
-                            store.row_values(next),
-                            rows::committed_at.eq(diesel::dsl::now),
-                        ))
-                        .execute(conn)
-                        .await?;
-                        if updated == 0 {
+                        if update.execute(conn).await? == 0 {
                             return Err(TxError::Refused);
                         }
                         insert_results(conn, self.service_id, next.token.as_bytes(), pending)
@@ -383,7 +375,6 @@ impl CheckpointWriter {
                 let mut conn = checkout(&store.pool).await?;
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
-                        set_timeout(conn, store.timeout).await?;
                         let signature: Option<Vec<u8>> = rows::table
                             .find(self.service_id)
                             .select(rows::signature)

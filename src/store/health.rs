@@ -4,12 +4,12 @@
 
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Array, Bool, Bytea, Int8, Jsonb, Nullable, Text, Timestamptz};
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::{
     StoreError, checkout,
-    checkpoints::{CheckpointStore, OwnershipLost, WriteKind, set_timeout},
+    checkpoints::{CheckpointStore, OwnershipLost, WriteKind},
     fence::Fence,
 };
 
@@ -179,15 +179,11 @@ async fn write_status(
         .bind::<Nullable<Text>, _>(record.last_error.clone())
         .bind::<Timestamptz, _>(record.heartbeat_at);
     let query = bind_condition(query);
-    let timeout = store.timeout();
     store
         .bounded(async {
             let mut conn = checkout(store.pool()).await?;
-            let written = conn
-                .transaction::<_, diesel::result::Error, _>(async |conn| {
-                    set_timeout(conn, timeout).await?;
-                    query.execute(conn).await
-                })
+            let written = query
+                .execute(&mut conn)
                 .await
                 .map_err(|e| store.db_error(e))?;
             Ok(written == 1)

@@ -23,9 +23,12 @@ mod services;
 mod status;
 mod stored;
 
+use std::time::Duration;
+
+use diesel::ConnectionError;
 use diesel_async::{
-    AsyncPgConnection,
-    pooled_connection::{AsyncDieselConnectionManager, deadpool},
+    AsyncConnection, AsyncPgConnection, SimpleAsyncConnection,
+    pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod, deadpool},
 };
 
 pub use checkpoints::{
@@ -43,25 +46,67 @@ pub use services::{MonitorRow, Services};
 pub use status::{StatusRow, list_status};
 pub use stored::StoredSnapshot;
 
-/// One pool per process.
-pub type Pool = deadpool::Pool<AsyncPgConnection>;
+/// One pool per process. Every connection bounds each of its statements,
+/// lock waits included, by the pool's statement timeout (set once per
+/// session when the connection is made, so no transaction spends a round
+/// trip on it).
+#[derive(Clone)]
+pub struct Pool {
+    connections: deadpool::Pool<AsyncPgConnection>,
+    statement_timeout: Duration,
+}
+
+impl Pool {
+    /// The bound of every statement on this pool's connections.
+    pub fn statement_timeout(&self) -> Duration {
+        self.statement_timeout
+    }
+}
+
 /// A connection checked out of the pool.
 pub type PooledConnection = deadpool::Object<AsyncPgConnection>;
 
 /// Builds the process's pool and proves it can reach the database.
-pub async fn connect(database_url: &str, max_connections: usize) -> Result<Pool, StoreError> {
-    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(database_url);
-    let pool = deadpool::Pool::builder(manager)
+/// `statement_timeout` bounds every statement of every connection
+/// (`RADAR_CHECKPOINT_TIMEOUT_SECONDS` in a worker).
+pub async fn connect(
+    database_url: &str,
+    max_connections: usize,
+    statement_timeout: Duration,
+) -> Result<Pool, StoreError> {
+    // SET takes no bind parameters; the value is an integer we format.
+    let ms = statement_timeout.as_millis().clamp(1, i32::MAX as u128);
+    let mut config = ManagerConfig::default();
+    config.custom_setup = Box::new(move |url| {
+        let url = url.to_string();
+        Box::pin(async move {
+            let mut conn = AsyncPgConnection::establish(&url).await?;
+            conn.batch_execute(&format!("SET statement_timeout = {ms}"))
+                .await
+                .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
+            Ok(conn)
+        })
+    });
+    // A connection that died in the pool fails its next statement, which
+    // every caller already retries; no extra round trip per checkout.
+    config.recycling_method = RecyclingMethod::Fast;
+    let manager =
+        AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(database_url, config);
+    let connections = deadpool::Pool::builder(manager)
         .max_size(max_connections.max(1))
         .build()
         .map_err(|e| StoreError::Pool(e.to_string()))?;
+    let pool = Pool {
+        connections,
+        statement_timeout,
+    };
     drop(checkout(&pool).await?);
     Ok(pool)
 }
 
 /// Takes a connection from the pool, naming connection failures as such.
 pub async fn checkout(pool: &Pool) -> Result<PooledConnection, StoreError> {
-    pool.get().await.map_err(|e| match e {
+    pool.connections.get().await.map_err(|e| match e {
         deadpool::PoolError::Backend(e) => StoreError::Connect(e.to_string()),
         other => StoreError::Pool(other.to_string()),
     })

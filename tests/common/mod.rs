@@ -95,6 +95,9 @@ pub async fn connect(db: &TestDb) -> AsyncPgConnection {
         .expect("connect to test database")
 }
 
+/// The statement timeout of the tests' pools (the worker's default).
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The version of a migration no binary knows, as a newer radar would leave it.
 pub const NEWER_MIGRATION: &str = "29991231000000";
 

@@ -142,7 +142,11 @@ pub fn diagnostics(node: &str) -> FailureDiagnostics {
 /// A migrated database with the example graph published.
 pub async fn setup(tag: &str) -> (crate::common::TestDb, GraphStore, AsyncPgConnection) {
     let db = crate::common::migrated_database(tag).await;
-    let graphs = GraphStore::new(store::connect(&db.url, 4).await.unwrap());
+    let graphs = GraphStore::new(
+        store::connect(&db.url, 4, crate::common::STATEMENT_TIMEOUT)
+            .await
+            .unwrap(),
+    );
     graphs.publish(definition(example())).await.unwrap();
     let conn = crate::common::connect(&db).await;
     (db, graphs, conn)

@@ -78,7 +78,9 @@ pub async fn run(command: GraphCommand, settings: &Settings) -> anyhow::Result<E
         _ => None,
     };
     store::check_schema(&settings.database_url).await?;
-    let graphs = GraphStore::new(store::connect(&settings.database_url, 2).await?);
+    let graphs = GraphStore::new(
+        store::connect(&settings.database_url, 2, settings.checkpoint_timeout()).await?,
+    );
     match (command, definition) {
         (GraphCommand::Publish { dry_run: true, .. }, Some(definition)) => {
             print_plan(&graphs.plan(&definition).await?);

@@ -55,7 +55,9 @@ pub async fn run(command: MonitorCommand, settings: &Settings) -> anyhow::Result
             .with_context(|| format!("invalid monitor file {}", config.display()))?;
     }
     store::check_schema(&settings.database_url).await?;
-    let services = Services::new(store::connect(&settings.database_url, 2).await?);
+    let services = Services::new(
+        store::connect(&settings.database_url, 2, settings.checkpoint_timeout()).await?,
+    );
     match command {
         MonitorCommand::Create { config } => {
             let text = std::fs::read_to_string(&config)?;

@@ -1,6 +1,6 @@
 //! `radar snapshot ...`: looking at a monitor's signed snapshot.
 
-use std::{process::ExitCode, time::Duration};
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
@@ -46,11 +46,10 @@ pub async fn inspect(id: Uuid, settings: &Settings) -> anyhow::Result<Inspection
         .context("loading the checkpoint key")?;
     let key = CheckpointKey::new(secret.expose().to_vec());
     store::check_schema(&settings.database_url).await?;
-    let pool = store::connect(&settings.database_url, 2).await?;
+    let pool = store::connect(&settings.database_url, 2, settings.checkpoint_timeout()).await?;
     let monitor = Services::new(pool.clone()).get(id).await?;
     let binding = SnapshotBinding::for_monitor(id, &monitor.monitor_config()?);
-    let timeout = Duration::from_secs(settings.checkpoint_timeout_seconds.max(1));
-    let store = CheckpointStore::new(pool, "radar-snapshot-inspect", timeout);
+    let store = CheckpointStore::new(pool, "radar-snapshot-inspect");
     Ok(match store.load_snapshot(id).await? {
         Some(row) => row.inspect(&binding, &key),
         None => Inspection::missing(id),
@@ -213,13 +212,15 @@ mod tests {
         let settings = settings(&url);
         let (secret, _) = settings.checkpoint_key().unwrap();
         let key = CheckpointKey::new(secret.expose().to_vec());
-        let pool = store::connect(&url, 2).await.unwrap();
+        let pool = store::connect(&url, 2, std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
         let config =
             MonitorConfig::from_toml(include_str!("../../../config/monitors/pump.toml")).unwrap();
         let id = Services::new(pool.clone()).create(&config).await.unwrap();
         let binding = SnapshotBinding::for_monitor(id, &config);
         let sealed = seal(&binding, &ManagedState::default(), chrono::Utc::now(), &key).unwrap();
-        let store = CheckpointStore::new(pool, "worker-a", Duration::from_secs(10));
+        let store = CheckpointStore::new(pool, "worker-a");
         let Claim::Won(_) = store.claim(&sealed).await.unwrap() else {
             panic!("claim lost");
         };

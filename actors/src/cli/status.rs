@@ -35,7 +35,7 @@ struct StatusJson<'a> {
 
 pub async fn run(args: StatusArgs, settings: &Settings) -> anyhow::Result<ExitCode> {
     store::check_schema(&settings.database_url).await?;
-    let pool = store::connect(&settings.database_url, 1).await?;
+    let pool = store::connect(&settings.database_url, 1, settings.checkpoint_timeout()).await?;
     let rows = store::list_status(&pool, args.all).await?;
     let now = Utc::now();
     let views: Vec<StatusJson> = rows

@@ -94,7 +94,7 @@ impl WorkerContext {
     }
 
     pub fn checkpoint_timeout(&self) -> Duration {
-        Duration::from_secs(self.settings.checkpoint_timeout_seconds)
+        self.settings.checkpoint_timeout()
     }
 }
 
@@ -140,16 +140,16 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
     let server_handle = server.handle();
     actix_rt::spawn(server);
     tracing::info!(addr = %settings.metrics_addr, "Serving /metrics, /healthz and /readyz.");
-    let pool = store::connect(&settings.database_url, POOL_SIZE)
-        .await
-        .context("connecting to PostgreSQL")?;
-    let store = settings.db_write_enabled.then(|| {
-        CheckpointStore::new(
-            pool.clone(),
-            worker_id.clone(),
-            Duration::from_secs(settings.checkpoint_timeout_seconds),
-        )
-    });
+    let pool = store::connect(
+        &settings.database_url,
+        POOL_SIZE,
+        settings.checkpoint_timeout(),
+    )
+    .await
+    .context("connecting to PostgreSQL")?;
+    let store = settings
+        .db_write_enabled
+        .then(|| CheckpointStore::new(pool.clone(), worker_id.clone()));
     if store.is_none() {
         tracing::warn!(
             "RADAR_DB_WRITE_ENABLED=false: no snapshot is read or written; every monitor starts fresh."

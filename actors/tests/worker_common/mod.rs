@@ -132,7 +132,9 @@ impl Harness {
 
     /// Creates many monitors through the library (one process, one pool).
     pub async fn create_monitors(&self, count: usize) -> Vec<(Uuid, String)> {
-        let pool = radar::store::connect(&self.db.url, 2).await.expect("pool");
+        let pool = radar::store::connect(&self.db.url, 2, std::time::Duration::from_secs(30))
+            .await
+            .expect("pool");
         let services = radar::store::Services::new(pool);
         let mut out = Vec::with_capacity(count);
         for i in 0..count {

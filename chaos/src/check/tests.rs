@@ -395,7 +395,7 @@ fn coverage_requires_a_stall_gap_only_for_database_outages_longer_than_the_timeo
     run.obs.outages.push(Outage {
         kind: OutageKind::Database,
         from: t(2.0),
-        to: t(19.0),
+        to: t(21.0),
         what: "long pause".into(),
     });
     assert_fails(&run.obs, "(e)", "long pause");

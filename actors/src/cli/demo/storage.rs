@@ -2,7 +2,7 @@
 //! server of `DATABASE_URL` when one answers, else only in memory with
 //! database writes disabled.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use radar::{
@@ -92,7 +92,7 @@ pub async fn prepare(
             prepared.name
         ));
     }
-    let pool = store::connect(&prepared.url, POOL_SIZE)
+    let pool = store::connect(&prepared.url, POOL_SIZE, settings.checkpoint_timeout())
         .await
         .with_context(|| format!("connecting to the demo database {}", prepared.name))?;
     let services = Services::new(pool.clone());
@@ -111,11 +111,7 @@ pub async fn prepare(
             database: prepared.name.clone(),
             shown_url: redact(&prepared.url),
         },
-        store: Some(CheckpointStore::new(
-            pool,
-            worker_id.to_string(),
-            Duration::from_secs(settings.checkpoint_timeout_seconds),
-        )),
+        store: Some(CheckpointStore::new(pool, worker_id.to_string())),
         source: MonitorSource::Database(services),
         monitors: monitors
             .into_iter()
