@@ -404,7 +404,11 @@ async fn product_run(
     let (published, consumed) = tokio::join!(
         async {
             let r = publish_if_live(publisher, monitors, p, started, publish_elapsed).await;
-            publish_done.set(Some(r.as_ref().map_or(Duration::ZERO, |d| *d)));
+            if publish_elapsed.is_none() {
+                // A live run ends no earlier than its publishing; a backlog
+                // was published before the clock started (floor zero).
+                publish_done.set(Some(r.as_ref().map_or(Duration::ZERO, |d| *d)));
+            }
             r
         },
         async {
