@@ -97,8 +97,9 @@ async fn a_flood_larger_than_the_queue_waits_at_the_broker_not_in_memory() -> Re
     let broker_held = status_kib(&broker_pid, "VmRSS:")?;
     let rss_held = status_kib("self", "VmRSS:")?;
     let peak_held = status_kib("self", "VmHWM:")?;
-    // Queue + one message waiting to enter it + rumqttc's read batch (10) +
-    // what the broker sends before it wants acks (max_inflight_messages 20).
+    // Queue + the rest of one socket read waiting to enter it (rumqttc reads
+    // at most 10 packets at once) + what the broker sends before it wants
+    // acks (max_inflight_messages 20).
     assert!(
         stalled.received <= (CAPACITY + 1 + 10 + 20) as u64,
         "{stalled:?}"

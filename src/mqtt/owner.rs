@@ -35,6 +35,12 @@ use crate::config::ReadingConfig;
 /// means the monitor stopped reading them and the owner waits.
 const EVENT_CAPACITY: usize = 64;
 
+/// Most admitted messages held back before they are queued. rumqttc reads
+/// every packet the socket has ready in one go; what one read delivered is
+/// queued together, so the model thread is woken about once per read
+/// instead of once per message.
+const BURST: usize = 64;
+
 /// A running ingestion: the queue and event receivers for the model side,
 /// the status and counters for health, and the control to stop it.
 pub struct Ingestion {
@@ -112,6 +118,7 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
         status: status_tx,
         counters: Arc::clone(&counters),
         stop: stop_rx,
+        burst: Vec::with_capacity(BURST),
     };
     let task = tokio::spawn(owner.run());
     Ok(Ingestion {
@@ -130,7 +137,7 @@ enum SessionEnd {
     Lost { reason: String, established: bool },
 }
 
-/// Whether the message reached the queue or ingestion must end.
+/// Whether the messages reached the queue or ingestion must end.
 enum Admission {
     Done,
     StopRequested,
@@ -149,6 +156,8 @@ struct Owner {
     status: watch::Sender<LinkStatus>,
     counters: Arc<IngressCounters>,
     stop: watch::Receiver<bool>,
+    /// Admitted messages of the current read, not queued yet.
+    burst: Vec<RawMessage>,
 }
 
 impl Owner {
@@ -206,7 +215,26 @@ impl Owner {
 
     /// One connection: connect, subscribe, then stream until it fails or
     /// ingestion ends. `attempt` is this attempt's number in the outage.
+    /// Messages the broker delivered (and rumqttc acknowledged) are queued
+    /// whatever ends the session; at a stop only as far as the queue has
+    /// room, as before a stop nothing waits for the model any more.
     async fn session(&mut self, attempt: u32) -> SessionEnd {
+        let end = self.stream(attempt).await;
+        match end {
+            SessionEnd::Lost { .. } => match self.queue_burst().await {
+                Admission::Done => end,
+                Admission::StopRequested => SessionEnd::StopRequested,
+                Admission::ConsumerGone => SessionEnd::ConsumerGone,
+            },
+            SessionEnd::StopRequested => {
+                self.queue_burst_if_room();
+                end
+            }
+            SessionEnd::ConsumerGone => end,
+        }
+    }
+
+    async fn stream(&mut self, attempt: u32) -> SessionEnd {
         let mut established = false;
         let deadline = tokio::time::Instant::now() + self.options.handshake_timeout;
         loop {
@@ -297,12 +325,19 @@ impl Owner {
                         }
                     }
                 }
-                Event::Incoming(Packet::Publish(publish)) => match self.admit(publish).await {
+                Event::Incoming(Packet::Publish(publish)) => self.admit(publish),
+                _ => {}
+            }
+            // The read is used up (the next poll waits on the socket), or
+            // the burst is full: queue what it delivered.
+            if !self.burst.is_empty()
+                && (self.eventloop.state.events.is_empty() || self.burst.len() >= BURST)
+            {
+                match self.queue_burst().await {
                     Admission::Done => {}
                     Admission::StopRequested => return SessionEnd::StopRequested,
                     Admission::ConsumerGone => return SessionEnd::ConsumerGone,
-                },
-                _ => {}
+                }
             }
         }
     }
@@ -318,46 +353,75 @@ impl Owner {
         .await;
     }
 
-    /// Stamps, checks and queues one PUBLISH. While the queue is full the
-    /// owner waits here and does not poll, so the broker stops delivering.
-    async fn admit(&mut self, publish: Publish) -> Admission {
+    /// Stamps and checks one PUBLISH and adds it to the burst.
+    fn admit(&mut self, publish: Publish) {
         let (received_at, received_instant) = (Utc::now(), Instant::now());
         self.counters.received();
-        let message = match ingress::admit(
+        match ingress::admit(
             &self.routes,
             self.options.max_payload_bytes,
             publish,
             received_at,
             received_instant,
         ) {
-            Ok(message) => message,
+            Ok(message) => self.burst.push(message),
             Err(why) => {
                 debug!(monitor_id = %self.options.monitor, reason = why.as_str(), "MQTT message rejected.");
                 self.counters.rejected(why);
-                return Admission::Done;
-            }
-        };
-        match self.queue.try_send(message) {
-            Ok(()) => {}
-            Err(TrySendError::Closed(_)) => return Admission::ConsumerGone,
-            Err(TrySendError::Full(message)) => {
-                let blocked = Instant::now();
-                tokio::select! {
-                    biased;
-                    () = stop_requested(&mut self.stop) => return Admission::StopRequested,
-                    sent = self.queue.send(message) => {
-                        if sent.is_err() {
-                            return Admission::ConsumerGone;
-                        }
-                    }
-                }
-                let micros = u64::try_from(blocked.elapsed().as_micros()).unwrap_or(u64::MAX);
-                self.counters.waited_for_queue(micros);
             }
         }
-        let queued = self.options.queue_capacity - self.queue.capacity();
-        self.counters.admitted(queued);
-        Admission::Done
+    }
+
+    /// Queues the burst in order. While the queue is full the owner waits
+    /// here and does not poll, so the broker stops delivering.
+    async fn queue_burst(&mut self) -> Admission {
+        let mut burst = std::mem::take(&mut self.burst);
+        let mut outcome = Admission::Done;
+        for message in burst.drain(..) {
+            match self.queue.try_send(message) {
+                Ok(()) => {}
+                Err(TrySendError::Closed(_)) => {
+                    outcome = Admission::ConsumerGone;
+                    break;
+                }
+                Err(TrySendError::Full(message)) => {
+                    let blocked = Instant::now();
+                    tokio::select! {
+                        biased;
+                        () = stop_requested(&mut self.stop) => {
+                            outcome = Admission::StopRequested;
+                            break;
+                        }
+                        sent = self.queue.send(message) => {
+                            if sent.is_err() {
+                                outcome = Admission::ConsumerGone;
+                                break;
+                            }
+                        }
+                    }
+                    let micros = u64::try_from(blocked.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    self.counters.waited_for_queue(micros);
+                }
+            }
+            let queued = self.options.queue_capacity - self.queue.capacity();
+            self.counters.admitted(queued);
+        }
+        // Keep the allocation for the next burst.
+        burst.clear();
+        self.burst = burst;
+        outcome
+    }
+
+    /// At a stop: queues what fits without waiting for the model.
+    fn queue_burst_if_room(&mut self) {
+        for message in self.burst.drain(..) {
+            if self.queue.try_send(message).is_err() {
+                break;
+            }
+            let queued = self.options.queue_capacity - self.queue.capacity();
+            self.counters.admitted(queued);
+        }
+        self.burst.clear();
     }
 
     /// Unsubscribes and disconnects if a connection is up, bounded by the

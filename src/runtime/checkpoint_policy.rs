@@ -372,11 +372,11 @@ mod tests {
             for (kind, advance, commit_after) in steps {
                 now += advance;
                 let at = secs(t0, now);
-                if let Some((attempt, started, after)) = in_flight {
-                    if now >= started + after {
-                        p.committed(attempt);
-                        in_flight = None;
-                    }
+                if let Some((attempt, started, after)) = in_flight
+                    && now >= started + after
+                {
+                    p.committed(attempt);
+                    in_flight = None;
                 }
                 match kind {
                     0 => { p.on_frames(1, at); }
