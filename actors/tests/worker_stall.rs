@@ -10,32 +10,54 @@ mod worker_common;
 use std::time::{Duration, Instant};
 
 use diesel::sql_types::Uuid as SqlUuid;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
 use worker_common::*;
 
 const START: Duration = Duration::from_secs(30);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
-    let h = Harness::new("worker_stall").await;
-    let (id, prefix) = h.create_monitor("stall");
-    let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
-    let worker = h.spawn_worker("w-stall", &env, &[]);
+/// A monitor running on a worker of its own (`w-<name>`, settings `env`)
+/// with its first `frames` frames committed.
+struct Committed {
+    id: Uuid,
+    prefix: String,
+    worker: Worker,
+    publisher: Publisher,
+    conn: AsyncPgConnection,
+    row: SnapshotRow,
+}
+
+async fn committed_frames(
+    h: &Harness,
+    name: &str,
+    env: &[(&str, &str)],
+    frames: usize,
+) -> Committed {
+    let (id, prefix) = h.create_monitor(name);
+    let worker = h.spawn_worker(&format!("w-{name}"), env, &[]);
     h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
         .await;
-
     let mut publisher = Publisher::connect(h.broker.port).await;
-    publisher.frames(&prefix, 50).await;
+    publisher.frames(&prefix, frames).await;
     publisher.flush(START).await;
-    h.wait_status(id, START, "50 frames processed", |s| processed(s) == 50)
-        .await;
     let mut conn = h.connect().await;
-    wait_snapshot(&mut conn, id, START, "50 frames committed", |r| {
-        r.processed_count == 50
+    let row = wait_snapshot(&mut conn, id, START, "the first frames committed", |r| {
+        r.processed_count == frames as i64
     })
     .await;
+    Committed {
+        id,
+        prefix,
+        worker,
+        publisher,
+        conn,
+        row,
+    }
+}
 
-    // Hold the row lock: every checkpoint now waits and times out.
+/// Holds the monitor's snapshot row `FOR UPDATE` in a transaction on a
+/// connection of its own, until that connection rolls back.
+async fn lock_snapshot_row(h: &Harness, id: Uuid) -> AsyncPgConnection {
     let mut blocker = h.connect().await;
     diesel::sql_query("BEGIN")
         .execute(&mut blocker)
@@ -46,6 +68,26 @@ async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
         .execute(&mut blocker)
         .await
         .unwrap();
+    blocker
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
+    let h = Harness::new("worker_stall").await;
+    let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
+    let Committed {
+        id,
+        prefix,
+        worker,
+        mut publisher,
+        mut conn,
+        ..
+    } = committed_frames(&h, "stall", &env, 50).await;
+    h.wait_status(id, START, "50 frames processed", |s| processed(s) == 50)
+        .await;
+
+    // Hold the row lock: every checkpoint now waits and times out.
+    let mut blocker = lock_snapshot_row(&h, id).await;
     let locked_at = Instant::now();
     let committed = snapshot_row(&mut conn, id).await.expect("snapshot");
 
@@ -141,30 +183,17 @@ async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
 async fn sigterm_while_checkpoints_cannot_commit_stops_within_a_bound_and_keeps_the_committed_snapshot()
  {
     let h = Harness::new("worker_stall_term").await;
-    let (id, prefix) = h.create_monitor("stall-term");
     let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
-    let mut worker = h.spawn_worker("w-stall-term", &env, &[]);
-    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
-        .await;
-    let mut publisher = Publisher::connect(h.broker.port).await;
-    publisher.frames(&prefix, 50).await;
-    publisher.flush(START).await;
-    let mut conn = h.connect().await;
-    wait_snapshot(&mut conn, id, START, "50 frames committed", |r| {
-        r.processed_count == 50
-    })
-    .await;
+    let Committed {
+        id,
+        prefix,
+        mut worker,
+        mut publisher,
+        mut conn,
+        ..
+    } = committed_frames(&h, "stall-term", &env, 50).await;
 
-    let mut blocker = h.connect().await;
-    diesel::sql_query("BEGIN")
-        .execute(&mut blocker)
-        .await
-        .unwrap();
-    diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
-        .bind::<SqlUuid, _>(id)
-        .execute(&mut blocker)
-        .await
-        .unwrap();
+    let mut blocker = lock_snapshot_row(&h, id).await;
     publisher.frames(&prefix, 5).await;
     publisher.flush(START).await;
     h.wait_status(id, START, "55 frames processed", |s| processed(s) == 55)
@@ -199,19 +228,15 @@ async fn sigterm_while_checkpoints_cannot_commit_stops_within_a_bound_and_keeps_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_monitor_is_not_reported_as_checkpoint_stalled() {
     let h = Harness::new("worker_idle").await;
-    let (id, prefix) = h.create_monitor("idle");
     let env = [("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "3")];
-    let worker = h.spawn_worker("w-idle", &env, &[]);
-    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
-        .await;
-    let mut publisher = Publisher::connect(h.broker.port).await;
-    publisher.frames(&prefix, 45).await;
-    publisher.flush(START).await;
-    let mut conn = h.connect().await;
-    let committed = wait_snapshot(&mut conn, id, START, "45 frames committed", |r| {
-        r.processed_count == 45
-    })
-    .await;
+    let Committed {
+        id,
+        prefix,
+        worker,
+        mut publisher,
+        row: committed,
+        ..
+    } = committed_frames(&h, "idle", &env, 45).await;
 
     // No data for well over the checkpoint timeout: nothing needs a
     // checkpoint, so nothing is stalled.
@@ -257,22 +282,18 @@ async fn an_idle_monitor_is_not_reported_as_checkpoint_stalled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sparse_monitor_checkpointing_at_the_maximum_interval_never_stalls() {
     let h = Harness::new("worker_sparse").await;
-    let (id, prefix) = h.create_monitor("sparse");
     let env = [
         ("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "2"),
         ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "2"),
     ];
-    let worker = h.spawn_worker("w-sparse", &env, &[]);
-    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
-        .await;
-    let mut publisher = Publisher::connect(h.broker.port).await;
-    publisher.frames(&prefix, 45).await;
-    publisher.flush(START).await;
-    let mut conn = h.connect().await;
-    wait_snapshot(&mut conn, id, START, "45 frames committed", |r| {
-        r.processed_count == 45
-    })
-    .await;
+    let Committed {
+        id,
+        prefix,
+        worker,
+        mut publisher,
+        mut conn,
+        ..
+    } = committed_frames(&h, "sparse", &env, 45).await;
 
     // One frame every 3 s: each one's checkpoint is due by the maximum
     // interval only, 2 s after it, with no frame in between to start it.
