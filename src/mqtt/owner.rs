@@ -403,25 +403,29 @@ impl Owner {
                     self.counters.waited_for_queue(micros);
                 }
             }
-            let queued = self.options.queue_capacity - self.queue.capacity();
-            self.counters.admitted(queued);
+            self.count_admitted();
         }
-        // Keep the allocation for the next burst.
-        burst.clear();
+        // Empty (the drain dropped what was not queued); its allocation
+        // serves the next burst.
         self.burst = burst;
         outcome
     }
 
     /// At a stop: queues what fits without waiting for the model.
     fn queue_burst_if_room(&mut self) {
-        for message in self.burst.drain(..) {
+        let mut burst = std::mem::take(&mut self.burst);
+        for message in burst.drain(..) {
             if self.queue.try_send(message).is_err() {
                 break;
             }
-            let queued = self.options.queue_capacity - self.queue.capacity();
-            self.counters.admitted(queued);
+            self.count_admitted();
         }
-        self.burst.clear();
+    }
+
+    /// One message entered the queue; records how full it is now.
+    fn count_admitted(&self) {
+        let queued = self.options.queue_capacity - self.queue.capacity();
+        self.counters.admitted(queued);
     }
 
     /// Unsubscribes and disconnects if a connection is up, bounded by the
