@@ -43,7 +43,7 @@ async fn rebind(
     revision: i32,
     hash: &str,
 ) {
-    let pool = radar::store::connect(&h.db.url, 1, std::time::Duration::from_secs(30))
+    let pool = radar::store::connect(&h.db.url, 1, common::STATEMENT_TIMEOUT)
         .await
         .expect("pool");
     let row = radar::store::Services::new(pool)

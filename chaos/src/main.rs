@@ -328,7 +328,8 @@ async fn create_monitors(
         let n = monitors.len();
         let prefix = format!("chaos/{}/m{n}", Uuid::new_v4().simple());
         let path = env.dir.join(format!("m{n}.toml"));
-        fs::write(&path, monitor_toml(&format!("chaos-m{n}"), &prefix))?;
+        // Calibrated after 40 frames (4 s at 10 per second).
+        fs::write(&path, common::monitor_toml(&format!("chaos-m{n}"), &prefix))?;
         let path = path.display().to_string();
         let (ok, out) = radar_cli(
             env,
@@ -353,39 +354,6 @@ async fn create_monitors(
         });
     }
     Ok((monitors, feeds))
-}
-
-/// Two required readings; calibrated after 40 frames (4 s at 10 per
-/// second); alarms open on 3 flagged frames of 5.
-fn monitor_toml(name: &str, prefix: &str) -> String {
-    format!(
-        r#"name = "{name}"
-
-[[readings]]
-name = "a"
-topic = "{prefix}/a"
-
-[[readings]]
-name = "b"
-topic = "{prefix}/b"
-
-[alignment]
-freshness_ms = 5000
-max_age_ms = 30000
-future_tolerance_ms = 2000
-max_skew_ms = 1000
-
-[detector]
-training_frames = 20
-calibration_frames = 20
-false_alarm_rate = 0.05
-
-[detector.alarm]
-open_k = 3
-open_n = 5
-close_m = 10
-"#
-    )
 }
 
 /// Waits until every monitor has a committed snapshot past calibration.

@@ -95,6 +95,39 @@ pub async fn connect(db: &TestDb) -> AsyncPgConnection {
         .expect("connect to test database")
 }
 
+/// A monitor with two required readings (`a`, `b`) under `prefix`, with a
+/// detector small enough to start monitoring after 40 frames.
+pub fn monitor_toml(name: &str, prefix: &str) -> String {
+    format!(
+        r#"name = "{name}"
+
+[[readings]]
+name = "a"
+topic = "{prefix}/a"
+
+[[readings]]
+name = "b"
+topic = "{prefix}/b"
+
+[alignment]
+freshness_ms = 5000
+max_age_ms = 30000
+future_tolerance_ms = 2000
+max_skew_ms = 1000
+
+[detector]
+training_frames = 20
+calibration_frames = 20
+false_alarm_rate = 0.05
+
+[detector.alarm]
+open_k = 3
+open_n = 5
+close_m = 10
+"#
+    )
+}
+
 /// The statement timeout of the tests' pools (the worker's default).
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -211,7 +211,7 @@ pub struct RunningWorker {
 pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
     let parallelism = std::thread::available_parallelism().map_or(1, usize::from);
     let arbiters: Vec<Arbiter> = (0..parallelism).map(|_| Arbiter::new()).collect();
-    let stop_after = Duration::from_secs(setup.settings.checkpoint_timeout_seconds) + STOP_GRACE;
+    let stop_after = setup.settings.checkpoint_timeout() + STOP_GRACE;
     let context = Arc::new(WorkerContext {
         model_arbiters: arbiters.iter().map(Arbiter::handle).collect(),
         next_arbiter: AtomicUsize::new(0),

@@ -34,38 +34,7 @@ use broker::Mosquitto;
 /// How often conditions are re-checked.
 const POLL: Duration = Duration::from_millis(100);
 
-/// A monitor with two required readings (`a`, `b`) under `prefix`, with a
-/// detector small enough to start monitoring after 40 frames.
-pub fn monitor_toml(name: &str, prefix: &str) -> String {
-    format!(
-        r#"name = "{name}"
-
-[[readings]]
-name = "a"
-topic = "{prefix}/a"
-
-[[readings]]
-name = "b"
-topic = "{prefix}/b"
-
-[alignment]
-freshness_ms = 5000
-max_age_ms = 30000
-future_tolerance_ms = 2000
-max_skew_ms = 1000
-
-[detector]
-training_frames = 20
-calibration_frames = 20
-false_alarm_rate = 0.05
-
-[detector.alarm]
-open_k = 3
-open_n = 5
-close_m = 10
-"#
-    )
-}
+pub use super::common::monitor_toml;
 
 /// Frames a monitor needs before it scores (training plus calibration).
 pub const WARMUP_FRAMES: u64 = 40;
@@ -132,7 +101,7 @@ impl Harness {
 
     /// Creates many monitors through the library (one process, one pool).
     pub async fn create_monitors(&self, count: usize) -> Vec<(Uuid, String)> {
-        let pool = radar::store::connect(&self.db.url, 2, std::time::Duration::from_secs(30))
+        let pool = radar::store::connect(&self.db.url, 2, common::STATEMENT_TIMEOUT)
             .await
             .expect("pool");
         let services = radar::store::Services::new(pool);
