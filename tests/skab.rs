@@ -4,9 +4,11 @@
 //! `anomaly` label (files without labels are anomaly-free). Runs through the
 //! same replay function as `radar detect`.
 //!
-//! The data set is not in the repository: it is read from
-//! `../shared/datasets/skab` beside the repository root, or from the folder
-//! in `RADAR_TEST_SKAB_DIR`.
+//! The data set (GPL-3.0) is not in the repository: it is read from the
+//! folder named by `RADAR_TEST_SKAB_DIR` (`scripts/test` sets it to
+//! `../shared/datasets/skab` beside the repository root when that exists).
+//! Without the variable the evaluation is not run and says so in one line; a
+//! variable that names a folder without the data fails.
 
 use std::{fs::File, io::BufReader, path::PathBuf};
 
@@ -18,18 +20,22 @@ use radar::{
 /// Rows before this one train and calibrate; they are not scored.
 const FIRST_TEST_ROW: usize = 401;
 
-fn dataset_dir() -> PathBuf {
-    let dir = std::env::var_os("RADAR_TEST_SKAB_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/skab"),
-        PathBuf::from,
-    );
+/// The configured data set folder, or `None` (after saying so) when none is
+/// configured.
+fn dataset_dir() -> Option<PathBuf> {
+    let Some(dir) = std::env::var_os("RADAR_TEST_SKAB_DIR").map(PathBuf::from) else {
+        eprintln!(
+            "SKAB evaluation not run: RADAR_TEST_SKAB_DIR is not set (get the data from the \
+             public SKAB repository's data/ folder and point the variable at it)"
+        );
+        return None;
+    };
     assert!(
         dir.join("valve1").is_dir() && dir.join("anomaly-free").is_dir(),
-        "the SKAB data set is missing: expected valve1/ and anomaly-free/ in {} \
-         (../shared/datasets/skab beside the repository root, or set RADAR_TEST_SKAB_DIR)",
+        "RADAR_TEST_SKAB_DIR={} does not hold the SKAB data: expected valve1/ and anomaly-free/",
         dir.display()
     );
-    dir
+    Some(dir)
 }
 
 #[derive(Default, Debug)]
@@ -110,7 +116,7 @@ fn evaluate(config: &MonitorConfig, path: &PathBuf) -> Confusion {
 
 #[test]
 fn shipped_skab_monitor_beats_the_published_pca_and_conv_ae_results() {
-    let dir = dataset_dir();
+    let Some(dir) = dataset_dir() else { return };
     let text = std::fs::read_to_string(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/monitors/skab.toml"),
     )
