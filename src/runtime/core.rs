@@ -11,8 +11,10 @@ use uuid::Uuid;
 use super::graph_run::{GraphFrame, GraphRun};
 
 mod graph;
+#[cfg(test)]
+mod tests;
 use crate::{
-    align::{Admission, AlignError, Aligner, Frame, Observation},
+    align::{Admission, AlignError, AlignRejection, Aligner, Frame, Observation},
     config::MonitorConfig,
     coverage::{CoverageHistory, GapCause},
     detector::{AlarmEvent, Detector, DetectorError, Outcome, Phase, Scored},
@@ -99,6 +101,9 @@ pub struct Step {
     pub coverage_changed: bool,
     /// Alarms and evidence to commit.
     pub results: PendingResults,
+    /// Values of earlier observations this one pushed out of the partial
+    /// frame for skew: rejections now (`skew`), no longer accepted.
+    pub dropped_for_skew: u64,
 }
 
 /// One monitor's complete model-side state.
@@ -201,8 +206,8 @@ impl MonitorCore {
         coverage.record_restore(saved_at, now);
         let recovery = RecoveryMetadata {
             restored_processed_count: Some(state.counters.frames),
-            // Partial frames are never saved, so a restore has none to drop.
-            cleared_partial_observations: 0,
+            // Partial frames are never saved: what was held is dropped.
+            cleared_partial_observations: state.partial_observations,
         };
         Ok(Self {
             service_id,
@@ -308,7 +313,26 @@ impl MonitorCore {
             step.rejected = Some(self.reject(RejectReason::ModelStopped));
             return step;
         }
-        match self.aligner.admit(observation, now) {
+        let skew_before = self.aligner.counters().skew;
+        let admission = self.aligner.admit(observation, now);
+        let skewed = self.aligner.counters().skew.saturating_sub(skew_before);
+        let own = u64::from(matches!(
+            admission,
+            Admission::Rejected(AlignRejection::Skew)
+        ));
+        step.dropped_for_skew = skewed.saturating_sub(own);
+        if step.dropped_for_skew > 0 {
+            // Counted as accepted when they were held; they never reach a frame.
+            let dropped = step.dropped_for_skew;
+            self.counters.observations_accepted =
+                self.counters.observations_accepted.saturating_sub(dropped);
+            *self
+                .counters
+                .observations_rejected
+                .entry(RejectReason::Skew.as_str().to_string())
+                .or_default() += dropped;
+        }
+        match admission {
             Admission::Rejected(reason) => {
                 step.rejected = Some(self.reject(reason.into()));
             }
@@ -390,6 +414,7 @@ impl MonitorCore {
             recovery: self.recovery.clone(),
             open_alarm: self.open_alarm,
             graph: None,
+            partial_observations: self.aligner.held_values() as u64,
         };
         match &self.engine {
             Engine::Detector(detector) => state

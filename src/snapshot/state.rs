@@ -40,6 +40,15 @@ pub struct ManagedState {
     /// executed, so their payload bytes are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphCheckpoint>,
+    /// Values waiting in the partial frame at save time. They are not saved,
+    /// so a restore discards them and reports how many. Left out at zero,
+    /// so such payloads keep their bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub partial_observations: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a graph run's state was computed under: the revision's executable

@@ -234,6 +234,11 @@ impl ModelActor {
             Some(reason) => self.tally.reject(reason),
             None => self.tally.accepted += 1,
         }
+        for _ in 0..step.dropped_for_skew {
+            // Held earlier and counted accepted then, usually in this batch.
+            self.tally.reject(RejectReason::Skew);
+            self.tally.accepted = self.tally.accepted.saturating_sub(1);
+        }
         let m = &self.metrics;
         if let Some(frame) = &step.frame {
             self.tally.frames += 1;

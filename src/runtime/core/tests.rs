@@ -1,0 +1,105 @@
+//! What `MonitorCore` counts around alignment and restores.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use uuid::Uuid;
+
+use crate::{
+    align::Observation, config::MonitorConfig, runtime::MonitorCore, snapshot::ManagedState,
+};
+
+fn at(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_790_000_000, 0).unwrap() + Duration::milliseconds(ms)
+}
+
+/// Two required readings `a` and `b`, skew limit 1 s.
+fn config() -> MonitorConfig {
+    MonitorConfig::from_toml(
+        r#"name = "core"
+
+[[readings]]
+name = "a"
+topic = "t/a"
+
+[[readings]]
+name = "b"
+topic = "t/b"
+
+[alignment]
+freshness_ms = 60000
+max_age_ms = 60000
+future_tolerance_ms = 2000
+max_skew_ms = 1000
+
+[detector]
+training_frames = 20
+calibration_frames = 20
+false_alarm_rate = 0.05
+"#,
+    )
+    .unwrap()
+}
+
+fn observe(core: &mut MonitorCore, reading: usize, ts_ms: i64) -> crate::runtime::Step {
+    let observation = Observation {
+        reading,
+        ts: at(ts_ms),
+        value: 1.0,
+        received_at: at(ts_ms),
+    };
+    core.ingest(Ok(observation), at(ts_ms))
+}
+
+#[test]
+fn a_held_value_dropped_for_skew_is_a_skew_rejection_and_no_longer_accepted() {
+    let mut core = MonitorCore::fresh(Uuid::from_u128(1), config(), at(0)).unwrap();
+    assert!(observe(&mut core, 0, 0).rejected.is_none(), "a is held");
+    // `a` again, 5 s later: the held `a` is replaced (superseded), not skewed.
+    // `b` 5 s later instead pushes the held `a` out of the frame for skew.
+    let step = observe(&mut core, 1, 5_000);
+    assert!(step.rejected.is_none(), "b itself is accepted and held");
+    assert_eq!(step.dropped_for_skew, 1, "the held a is dropped for skew");
+    assert!(step.frame.is_none());
+    let counters = core.counters();
+    assert_eq!(counters.observations_received, 2);
+    assert_eq!(counters.observations_accepted, 1, "{counters:?}");
+    assert_eq!(
+        counters.observations_rejected.get("skew").copied(),
+        Some(1),
+        "{counters:?}"
+    );
+    let rejected: u64 = counters.observations_rejected.values().sum();
+    assert_eq!(
+        counters.observations_received,
+        counters.observations_accepted + rejected,
+        "every observation is accepted or rejected, once"
+    );
+}
+
+#[test]
+fn a_restore_reports_the_partial_observations_it_discarded() {
+    let mut core = MonitorCore::fresh(Uuid::from_u128(2), config(), at(0)).unwrap();
+    observe(&mut core, 0, 0);
+    observe(&mut core, 1, 100);
+    assert_eq!(core.processed(), 1, "one frame");
+    observe(&mut core, 0, 200);
+    let state = core.managed_state().unwrap();
+    assert_eq!(state.partial_observations, 1, "a waits for its b");
+
+    let bytes = state.encode().unwrap();
+    let decoded = ManagedState::decode(&bytes).unwrap();
+    let restored = MonitorCore::restore(
+        Uuid::from_u128(2),
+        config(),
+        decoded,
+        core.detector().cloned(),
+        at(200),
+        at(10_000),
+    )
+    .unwrap();
+    assert_eq!(restored.recovery().cleared_partial_observations, 1);
+    let again = restored.managed_state().unwrap();
+    assert_eq!(
+        again.partial_observations, 0,
+        "nothing held after the restore"
+    );
+}
