@@ -208,6 +208,10 @@ pub enum ConfigError {
     Invalid(#[from] FieldErrors),
     #[error(transparent)]
     Key(#[from] KeyError),
+    #[error(
+        "test-only variables are set in production: {names}; they steer test runs (e.g. a faster MQTT reconnect schedule), so unset them or leave RADAR_ENV=production off"
+    )]
+    TestVariablesInProduction { names: String },
 }
 
 /// The process environment as seen by [`Settings::load`]; tests pass their own.
@@ -266,6 +270,20 @@ impl Settings {
         settings.checkpoint_secret = var("RADAR_CHECKPOINT_SECRET").map(Secret::new);
         settings.checkpoint_secret_file = var("RADAR_CHECKPOINT_SECRET_FILE").map(PathBuf::from);
         settings.validate()?;
+        if settings.env == Environment::Production {
+            // The worker reads these itself; production must never run
+            // with a test schedule, so it refuses to start instead.
+            let names: Vec<&str> = radar_vars
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| k.starts_with("RADAR_TEST_"))
+                .collect();
+            if !names.is_empty() {
+                return Err(ConfigError::TestVariablesInProduction {
+                    names: names.join(", "),
+                });
+            }
+        }
         let unknown_variables = radar_vars
             .iter()
             .map(|(k, _)| k.clone())
@@ -493,6 +511,18 @@ mod tests {
             "flags beat the environment"
         );
         assert!(!s.db_write_enabled);
+    }
+
+    #[test]
+    fn production_refuses_test_only_variables_and_development_accepts_them() {
+        let test_var = ("RADAR_TEST_MQTT_BACKOFF_MS", "100,1000");
+        let err = Settings::load(&vars(&[("RADAR_ENV", "production"), test_var]), no_flags())
+            .unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::TestVariablesInProduction { names } if names == "RADAR_TEST_MQTT_BACKOFF_MS"),
+            "{err}"
+        );
+        assert!(Settings::load(&vars(&[test_var]), no_flags()).is_ok());
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub struct CheckpointPolicy {
     /// holds at most the oldest failed one, the one in flight and the one
     /// waiting behind it.
     outstanding: VecDeque<(Attempt, Instant)>,
+    /// Start of the oldest failed evidence batch since the last commit of
+    /// any write: a failing database stalls the model even when no
+    /// checkpoint is due yet.
+    failed_batch_since: Option<Instant>,
 }
 
 fn oldest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -96,6 +100,7 @@ impl CheckpointPolicy {
             pending: None,
             next_attempt: 0,
             outstanding: VecDeque::new(),
+            failed_batch_since: None,
         }
     }
 
@@ -167,6 +172,18 @@ impl CheckpointPolicy {
         if self.outstanding.is_empty() {
             self.in_flight_since = None;
         }
+        self.failed_batch_since = None;
+    }
+
+    /// A background evidence batch started at `started` failed: the stall
+    /// clock runs from its start, as for a failed checkpoint.
+    pub fn batch_failed(&mut self, started: Instant) {
+        self.failed_batch_since = oldest(self.failed_batch_since, Some(started));
+    }
+
+    /// A background evidence batch committed: the database takes writes.
+    pub fn batch_committed(&mut self) {
+        self.failed_batch_since = None;
     }
 
     /// `attempt` failed: its changes are uncommitted again and its trigger
@@ -197,9 +214,11 @@ impl CheckpointPolicy {
     /// How long the oldest checkpoint without a commit has been waiting
     /// (zero if none).
     pub fn waiting(&self, now: Instant) -> Duration {
-        self.outstanding
-            .front()
-            .map_or(Duration::ZERO, |(_, t)| now.saturating_duration_since(*t))
+        let since = oldest(
+            self.outstanding.front().map(|(_, t)| *t),
+            self.failed_batch_since,
+        );
+        since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
 }
 
@@ -262,6 +281,25 @@ mod tests {
         let (trigger, attempt) = p.started(t0);
         p.failed(attempt, trigger);
         assert_eq!(p.due(t0), Some(Trigger::Shutdown));
+    }
+
+    #[test]
+    fn a_failed_evidence_batch_starts_the_stall_clock_until_any_write_commits() {
+        let t0 = Instant::now();
+        let mut p = CheckpointPolicy::new(limits());
+        p.batch_failed(secs(t0, 10));
+        p.batch_failed(secs(t0, 20));
+        assert!(!p.stalled(secs(t0, 40)), "the timeout has not passed");
+        assert!(p.stalled(secs(t0, 41)), "counted from the first failure");
+        p.batch_committed();
+        assert!(!p.stalled(secs(t0, 41)), "a committed batch clears it");
+        p.batch_failed(secs(t0, 50));
+        let (_, attempt) = p.started(secs(t0, 60));
+        p.committed(attempt);
+        assert!(
+            !p.stalled(secs(t0, 100)),
+            "a committed checkpoint clears it"
+        );
     }
 
     #[test]
