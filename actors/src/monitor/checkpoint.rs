@@ -20,8 +20,8 @@ use uuid::Uuid;
 use super::{
     MonitorActor,
     messages::{
-        CommitReport, FailureOutcome, FailureSettled, Halt, LastSnapshotSettled, LostOwnership,
-        NewResults, RecordFailure, SnapshotReady,
+        BatchSettled, CommitReport, FailureOutcome, FailureSettled, Halt, LastSnapshotSettled,
+        LostOwnership, NewResults, RecordFailure, SnapshotReady,
     },
     model::ModelActor,
     view::{CheckpointView, Ownership},
@@ -285,22 +285,30 @@ impl CheckpointActor {
     fn commit_batch(&mut self, writer: CheckpointWriter, ctx: &mut Context<Self>) {
         let included = (self.pending.alarms.len(), self.pending.evidence.len());
         let batch = self.pending.clone();
+        let started = Instant::now();
         async move { writer.commit_evidence(&batch).await }
             .into_actor(self)
             .map(move |outcome, act, _| {
                 let _span = act.span.clone().entered();
-                act.settle_batch(outcome, included);
+                act.settle_batch(outcome, included, started);
             })
             .wait(ctx);
     }
 
-    fn settle_batch(&mut self, outcome: WriteOutcome, included: (usize, usize)) {
+    fn settle_batch(&mut self, outcome: WriteOutcome, included: (usize, usize), started: Instant) {
+        let settled = |committed| BatchSettled { committed, started };
         match outcome {
             WriteOutcome::Committed(writer) => {
                 self.drop_committed(included);
                 self.slot = Slot::Idle(writer);
+                if let Some(model) = &self.model {
+                    model.do_send(settled(true));
+                }
             }
             WriteOutcome::Failed { writer, error } => {
+                if let Some(model) = &self.model {
+                    model.do_send(settled(false));
+                }
                 tracing::warn!(monitor_id = %self.service_id, error = %error, "An evidence batch failed; it stays queued.");
                 self.metrics.emit(events::CheckpointFailed {
                     reason: failure_kind(&error),
@@ -401,8 +409,12 @@ impl Handler<NewResults> for CheckpointActor {
     fn handle(&mut self, msg: NewResults, _: &mut Self::Context) {
         let _span = self.span.clone().entered();
         if self.closed() {
+            // One line for the first, the total when the writer halts: a
+            // superseded model with a backlog rejects hundreds at once.
+            if self.rejected_results == 0 {
+                tracing::warn!(monitor_id = %self.service_id, "Rejecting new results: this monitor writes no results any more (ownership lost or quarantined); the total is logged when its writer halts.");
+            }
             self.rejected_results += msg.results.len() as u64;
-            tracing::warn!(monitor_id = %self.service_id, rejected = self.rejected_results, "Rejected new results: this monitor writes no results any more (ownership lost or quarantined).");
             return;
         }
         self.pending.alarms.extend(msg.results.alarms);
@@ -435,7 +447,7 @@ impl Handler<Halt> for CheckpointActor {
 
     fn handle(&mut self, msg: Halt, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        tracing::info!(monitor_id = %self.service_id, reason = %msg.reason, pending = self.pending.len(), "Checkpoint writer halted; pending results stay unwritten.");
+        tracing::info!(monitor_id = %self.service_id, reason = %msg.reason, pending = self.pending.len(), rejected = self.rejected_results, "Checkpoint writer halted; pending results stay unwritten and rejected ones were dropped.");
         if !matches!(self.slot, Slot::Lost) {
             self.slot = Slot::Lost;
         }

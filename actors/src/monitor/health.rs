@@ -16,7 +16,7 @@ use radar::{
     mqtt::{IngressCounters, LinkStatus},
     store::{HealthOutcome, HealthRecord, HealthReporter},
 };
-use tokio::sync::watch;
+use tokio::sync::{Mutex, watch};
 use uuid::Uuid;
 
 use super::{
@@ -69,7 +69,10 @@ pub struct HealthInputs {
 pub struct HealthActor {
     service_id: Uuid,
     inputs: HealthInputs,
-    reporter: Option<HealthReporter>,
+    /// Held by a heartbeat while it writes, so the final report waits for
+    /// one in flight instead of finding no reporter and writing nothing.
+    /// `None`: writes disabled, or ownership lost.
+    reporter: Arc<Mutex<Option<HealthReporter>>>,
     monitor: Addr<MonitorActor>,
     ever_connected: bool,
     /// Messages consumed at the last check, and when that number last moved.
@@ -98,7 +101,7 @@ impl HealthActor {
             metrics,
             service_id,
             inputs,
-            reporter,
+            reporter: Arc::new(Mutex::new(reporter)),
             monitor,
             ever_connected: false,
             progress: (0, Instant::now()),
@@ -204,26 +207,33 @@ impl HealthActor {
             .saturating_sub(self.inputs.model.borrow().consumed);
         self.metrics.set_queue_depth(queued as usize);
         self.state = state;
-        let Some(reporter) = self.reporter.take() else {
+        // The previous heartbeat is still writing: this one is skipped.
+        let Ok(mut slot) = self.reporter.clone().try_lock_owned() else {
+            return;
+        };
+        let Some(reporter) = slot.take() else {
             return;
         };
         let record = self.record(state);
-        async move { reporter.report(&record).await }
-            .into_actor(self)
-            .map(|outcome, act, _| {
-                let _span = act.span.clone().entered();
-                match outcome {
-                HealthOutcome::Written(reporter) => act.reporter = Some(reporter),
+        async move {
+            let outcome = reporter.report(&record).await;
+            (slot, outcome)
+        }
+        .into_actor(self)
+        .map(|(mut slot, outcome), act, _| {
+            let _span = act.span.clone().entered();
+            match outcome {
+                HealthOutcome::Written(reporter) => *slot = Some(reporter),
                 HealthOutcome::Failed { reporter, error } => {
                     tracing::warn!(monitor_id = %act.service_id, %error, "Could not write the monitor's health status.");
-                    act.reporter = Some(reporter);
+                    *slot = Some(reporter);
                 }
                 HealthOutcome::OwnershipLost(lost) => {
                     act.monitor.do_send(LostOwnership { lost });
                 }
-                }
-            })
-            .spawn(ctx);
+            }
+        })
+        .spawn(ctx);
     }
 }
 
@@ -260,7 +270,7 @@ impl Handler<FinalReport> for HealthActor {
     fn handle(&mut self, msg: FinalReport, _: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         self.halted = true;
-        let reporter = self.reporter.take();
+        let reporter = self.reporter.clone();
         let mut record = self.record(RunState::Running);
         record.state = msg.reason.state().to_string();
         record.connected = false;
@@ -270,7 +280,10 @@ impl Handler<FinalReport> for HealthActor {
         }
         let service_id = self.service_id;
         Box::pin(async move {
-            if let Some(reporter) = reporter
+            // Waits for a heartbeat in flight: it would otherwise hold the
+            // reporter, and could land after the final row.
+            let mut slot = reporter.lock_owned().await;
+            if let Some(reporter) = slot.take()
                 && let HealthOutcome::Failed { error, .. } = reporter.report(&record).await
             {
                 tracing::warn!(monitor_id = %service_id, %error, "Could not write the final status.");

@@ -45,6 +45,15 @@ pub struct CommitReport {
     pub wall: DateTime<Utc>,
 }
 
+/// Checkpoint -> model: a background evidence batch, started at `started`,
+/// committed or failed. Failed batches count toward the stall timeout.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct BatchSettled {
+    pub committed: bool,
+    pub started: std::time::Instant,
+}
+
 /// Monitor -> model: seal a snapshot now and return it (the checkpoint before
 /// subscribing is committed by the monitor itself).
 #[derive(Message)]

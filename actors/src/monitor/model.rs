@@ -28,8 +28,8 @@ use super::{
     MonitorActor,
     checkpoint::CheckpointActor,
     messages::{
-        AttachInput, CommitReport, Connection, Halt, InputDrained, NewResults, Quarantined,
-        SealNow, SealedNow, SnapshotReady,
+        AttachInput, BatchSettled, CommitReport, Connection, Halt, InputDrained, NewResults,
+        Quarantined, SealNow, SealedNow, SnapshotReady,
     },
     view::ModelView,
 };
@@ -430,6 +430,21 @@ impl Handler<CommitReport> for ModelActor {
             self.policy.failed(msg.attempt, msg.trigger);
         }
         self.publish();
+    }
+}
+
+impl Handler<BatchSettled> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: BatchSettled, _: &mut Self::Context) {
+        if self.halted {
+            return;
+        }
+        if msg.committed {
+            self.policy.batch_committed();
+        } else {
+            self.policy.batch_failed(msg.started);
+        }
     }
 }
 
