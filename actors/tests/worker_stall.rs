@@ -9,7 +9,6 @@ mod worker_common;
 
 use std::time::{Duration, Instant};
 
-use diesel::sql_types::Uuid as SqlUuid;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 use worker_common::*;
@@ -53,22 +52,6 @@ async fn committed_frames(
         conn,
         row,
     }
-}
-
-/// Holds the monitor's snapshot row `FOR UPDATE` in a transaction on a
-/// connection of its own, until that connection rolls back.
-async fn lock_snapshot_row(h: &Harness, id: Uuid) -> AsyncPgConnection {
-    let mut blocker = h.connect().await;
-    diesel::sql_query("BEGIN")
-        .execute(&mut blocker)
-        .await
-        .unwrap();
-    diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
-        .bind::<SqlUuid, _>(id)
-        .execute(&mut blocker)
-        .await
-        .unwrap();
-    blocker
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

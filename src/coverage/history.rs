@@ -100,6 +100,21 @@ impl CoverageHistory {
         &self.active
     }
 
+    /// Gaps closed here that were open (or not yet there) in `earlier`, an
+    /// older copy of this history: what closed in between, once each.
+    pub fn closed_since<'a>(
+        &'a self,
+        earlier: &'a CoverageHistory,
+    ) -> impl Iterator<Item = &'a Gap> {
+        self.gaps.iter().filter(move |gap| {
+            gap.to.is_some()
+                && !earlier
+                    .gaps
+                    .iter()
+                    .any(|e| e.to.is_some() && e.from == gap.from && e.cause == gap.cause)
+        })
+    }
+
     /// The open gap, if any.
     pub fn open(&self) -> Option<&Gap> {
         self.gaps.last().filter(|gap| gap.to.is_none())

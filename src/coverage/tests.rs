@@ -18,6 +18,23 @@ fn gap(cause: GapCause, from: i64, to: Option<i64>) -> Gap {
 }
 
 #[test]
+fn closed_since_names_each_gap_closed_in_between_once() {
+    let mut h = CoverageHistory::fresh(t(0));
+    let start = h.clone();
+    h.record_frame(t(2));
+    let closed: Vec<Gap> = h.closed_since(&start).cloned().collect();
+    assert_eq!(closed, vec![gap(Startup, 0, Some(2))]);
+    let after_first = h.clone();
+    h.open_gap(MqttOutage, t(5));
+    assert_eq!(h.closed_since(&after_first).count(), 0, "still open");
+    let open = h.clone();
+    h.close_gap(MqttOutage, t(9));
+    let closed: Vec<Gap> = h.closed_since(&open).cloned().collect();
+    assert_eq!(closed, vec![gap(MqttOutage, 5, Some(9))]);
+    assert_eq!(h.closed_since(&h.clone()).count(), 0, "nothing new");
+}
+
+#[test]
 fn a_fresh_history_is_in_its_startup_gap_until_the_first_frame() {
     let mut history = CoverageHistory::fresh(t(0));
     assert_eq!(history.version, 1);

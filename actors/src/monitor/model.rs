@@ -175,7 +175,16 @@ impl ModelActor {
 
     fn publish(&mut self) {
         if self.coverage.version != self.core.coverage().version {
-            self.coverage = Arc::new(self.core.coverage().clone());
+            let now = Arc::new(self.core.coverage().clone());
+            for gap in now.closed_since(&self.coverage) {
+                if let Some(to) = gap.to {
+                    self.metrics.emit(events::CoverageGapClosed {
+                        cause: gap.cause,
+                        duration: (to - gap.from).to_std().unwrap_or_default(),
+                    });
+                }
+            }
+            self.coverage = now;
         }
         let view = view_of(
             &self.core,

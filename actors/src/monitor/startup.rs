@@ -481,7 +481,7 @@ async fn load(
             metrics.emit(events::SnapshotRestored {
                 restored_processed: processed,
                 saved_at,
-                partial_frames_cleared: 0,
+                partial_frames_cleared: core.recovery().cleared_partial_observations,
             });
             return Ok((core, Some(restored.token)));
         }

@@ -704,3 +704,54 @@ pub async fn wait_until(
     }
     Ok(())
 }
+
+/// Holds one row `FOR UPDATE` in a transaction on a connection of its own
+/// (`table`'s row of monitor `id`), until that connection ends the
+/// transaction: writes that need the row wait meanwhile.
+pub async fn lock_row(h: &Harness, table: &str, id: Uuid) -> AsyncPgConnection {
+    let mut blocker = h.connect().await;
+    diesel::sql_query("BEGIN")
+        .execute(&mut blocker)
+        .await
+        .expect("begin");
+    diesel::sql_query(format!(
+        "SELECT 1 FROM {table} WHERE service_id = $1 FOR UPDATE"
+    ))
+    .bind::<SqlUuid, _>(id)
+    .execute(&mut blocker)
+    .await
+    .expect("lock the row");
+    blocker
+}
+
+/// Holds the monitor's snapshot row `FOR UPDATE` (see [`lock_row`]).
+pub async fn lock_snapshot_row(h: &Harness, id: Uuid) -> AsyncPgConnection {
+    lock_row(h, "radar_runtime_checkpoints", id).await
+}
+
+/// Waits until some session of the test database waits for a row lock.
+pub async fn wait_for_lock_waiter(conn: &mut AsyncPgConnection, within: Duration) {
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let deadline = Instant::now() + within;
+    loop {
+        let count: Count = diesel::sql_query(
+            "SELECT count(*) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .get_result(conn)
+        .await
+        .expect("read pg_stat_activity");
+        if count.n > 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no session waited for a lock within {within:?}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
