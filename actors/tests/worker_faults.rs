@@ -260,9 +260,6 @@ async fn a_worker_with_database_writes_disabled_ignores_a_committed_snapshot_and
     let status = h.status_of(id);
 
     let mut fresh = h.spawn_worker("w-nowrites", &[("RADAR_DB_WRITE_ENABLED", "false")], &[]);
-    fresh
-        .wait_log("Database writes are disabled: starting fresh", START)
-        .await;
     let port = fresh.metrics_port;
     let me = [("monitor_id", id.to_string())];
     let me: Vec<(&str, &str)> = me.iter().map(|(k, v)| (*k, v.as_str())).collect();
