@@ -19,7 +19,7 @@ async fn a_failure_commits_status_and_diagnostics_and_leaves_the_snapshot_alone(
     let run = running(&graphs, &mut conn).await;
     let before = snapshot_row(&mut conn, run.service_id).await;
     let record = graphs
-        .record_failure(run.run_id, run.service_id, &TOKEN, &diagnostics("boom"))
+        .record_failure(run.run_id, run.service_id, &[&TOKEN], &diagnostics("boom"))
         .await
         .unwrap();
     assert_eq!(record, FailureRecord::Recorded);
@@ -36,7 +36,7 @@ async fn a_failure_commits_status_and_diagnostics_and_leaves_the_snapshot_alone(
     // A retry whose first COMMIT reply was lost finds it done.
     assert_eq!(
         graphs
-            .record_failure(run.run_id, run.service_id, &TOKEN, &diagnostics("boom"))
+            .record_failure(run.run_id, run.service_id, &[&TOKEN], &diagnostics("boom"))
             .await
             .unwrap(),
         FailureRecord::AlreadyRecorded
@@ -49,7 +49,7 @@ async fn a_stale_signature_cannot_record_a_failure() {
     let run = running(&graphs, &mut conn).await;
     put_snapshot(&mut conn, run.service_id, &[0x11; 32]).await;
     let record = graphs
-        .record_failure(run.run_id, run.service_id, &TOKEN, &diagnostics("boom"))
+        .record_failure(run.run_id, run.service_id, &[&TOKEN], &diagnostics("boom"))
         .await
         .unwrap();
     assert!(
@@ -79,7 +79,7 @@ async fn a_failure_waits_for_the_snapshot_row_lock_and_rechecks_the_signature() 
         let graphs = graphs.clone();
         tokio::spawn(async move {
             graphs
-                .record_failure(run.run_id, run.service_id, &TOKEN, &diagnostics("boom"))
+                .record_failure(run.run_id, run.service_id, &[&TOKEN], &diagnostics("boom"))
                 .await
         })
     };
@@ -140,7 +140,7 @@ async fn a_failure_names_only_its_own_run_and_monitor() {
         .record_failure(
             first.run_id,
             second.service_id,
-            &TOKEN,
+            &[&TOKEN],
             &diagnostics("boom"),
         )
         .await
@@ -164,7 +164,7 @@ async fn a_failure_found_while_stopping_fails_that_run_and_never_its_successor()
     );
     let successor = running(&graphs, &mut conn).await;
     let record = graphs
-        .record_failure(old.run_id, old.service_id, &TOKEN, &diagnostics("boom"))
+        .record_failure(old.run_id, old.service_id, &[&TOKEN], &diagnostics("boom"))
         .await
         .unwrap();
     assert_eq!(record, FailureRecord::Recorded);
@@ -180,7 +180,7 @@ async fn a_failure_found_while_stopping_fails_that_run_and_never_its_successor()
         .record_failure(
             successor.run_id,
             old.service_id,
-            &TOKEN,
+            &[&TOKEN],
             &diagnostics("boom"),
         )
         .await
@@ -200,7 +200,7 @@ async fn late_admission_of_a_failed_generation_is_refused() {
     let (_db, graphs, mut conn) = setup("graph_admit_failed").await;
     let run = running(&graphs, &mut conn).await;
     graphs
-        .record_failure(run.run_id, run.service_id, &TOKEN, &diagnostics("boom"))
+        .record_failure(run.run_id, run.service_id, &[&TOKEN], &diagnostics("boom"))
         .await
         .unwrap();
     // A task that was scheduled before the failure and starts only now.

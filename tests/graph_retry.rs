@@ -91,7 +91,7 @@ async fn a_quarantined_failure_record_retries_until_the_database_returns() {
             .record_failure_retrying(
                 run.run_id,
                 run.service_id,
-                &TOKEN,
+                &[&TOKEN],
                 &diagnostics("boom"),
                 Duration::from_secs(5),
                 std::future::pending(),
@@ -142,7 +142,7 @@ async fn an_explicit_stop_ends_the_retries() {
             .record_failure_retrying(
                 run.run_id,
                 run.service_id,
-                &TOKEN,
+                &[&TOKEN],
                 &diagnostics("boom"),
                 Duration::from_secs(5),
                 async move {

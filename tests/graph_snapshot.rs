@@ -130,7 +130,7 @@ async fn the_writer_token_records_the_failure_and_the_snapshot_bytes_stay() {
         .record_failure(
             f.run.run_id,
             f.run.service_id,
-            token.as_bytes(),
+            &[token.as_bytes()],
             &diagnostics,
         )
         .await
@@ -169,7 +169,7 @@ async fn a_token_superseded_by_a_later_checkpoint_cannot_record_a_failure() {
         .record_failure(
             f.run.run_id,
             f.run.service_id,
-            stale.as_bytes(),
+            &[stale.as_bytes()],
             &diagnostics,
         )
         .await
@@ -183,7 +183,40 @@ async fn a_token_superseded_by_a_later_checkpoint_cannot_record_a_failure() {
         .record_failure(
             f.run.run_id,
             f.run.service_id,
-            writer.token().as_bytes(),
+            &[writer.token().as_bytes()],
+            &diagnostics,
+        )
+        .await
+        .unwrap();
+    assert_eq!(record, FailureRecord::Recorded);
+}
+
+#[tokio::test]
+async fn a_failure_record_accepts_a_checkpoint_whose_commit_reply_was_lost() {
+    let (f, writer) = fixture("graph_snap_lost_reply").await;
+    let confirmed = writer.token();
+    let binding = SnapshotBinding::for_monitor(f.run.service_id, &f.config);
+    let next = seal(&binding, &ManagedState::default(), Utc::now(), &key()).unwrap();
+    // The row now holds `next`; its writer never heard back, so it still
+    // knows `confirmed` and keeps `next` as possibly committed.
+    let WriteOutcome::Committed(_) = writer.checkpoint(&next, &PendingResults::default()).await
+    else {
+        panic!("checkpoint")
+    };
+    let diagnostics = FailureDiagnostics {
+        failed_node: "pump".into(),
+        node_type: "detector".into(),
+        reason: "test".into(),
+        frame_ts: Utc::now(),
+        frames_applied: 0,
+        semantics_hash: f.run.semantics_hash.clone(),
+    };
+    let record = f
+        .graphs
+        .record_failure(
+            f.run.run_id,
+            f.run.service_id,
+            &[confirmed.as_bytes(), next.token.as_bytes()],
             &diagnostics,
         )
         .await

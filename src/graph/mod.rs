@@ -23,7 +23,7 @@
 //! 3. Per frame `executor.run_frame(&frame)`: `Step::Advanced` hands the
 //!    executor back with its report, `Step::Quarantined` does not.
 //! 4. On `Quarantined`: no more frames, no checkpoint (shutdown included);
-//!    `GraphStore::record_failure_retrying(run, service, writer token,
+//!    `GraphStore::record_failure_retrying(run, service, writer tokens,
 //!    q.diagnostics(), timeout, stop)` until it settles or an explicit stop.
 
 mod compile;

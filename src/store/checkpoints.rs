@@ -280,6 +280,13 @@ impl CheckpointWriter {
         self.fence.lock().current.clone()
     }
 
+    /// Every signature the row may hold while this writer still owns it:
+    /// the last confirmed one and those of checkpoints whose commit reply
+    /// was lost.
+    pub fn accepted_tokens(&self) -> Vec<Vec<u8>> {
+        self.fence.accepted(false)
+    }
+
     /// A health reporter that follows this writer's token.
     pub fn health_reporter(&self) -> HealthReporter {
         HealthReporter::new(self.store.clone(), self.service_id, self.fence.clone())

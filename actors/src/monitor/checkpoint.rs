@@ -106,7 +106,9 @@ impl CheckpointActor {
         failure: RecordFailure,
         ctx: &mut Context<Self>,
     ) {
-        let token = writer.token();
+        // A checkpoint whose commit reply was lost may be the row's
+        // signature now: the record accepts it as this writer's too.
+        let tokens = writer.accepted_tokens();
         drop(writer);
         self.slot = Slot::Quarantined;
         let RecordFailure {
@@ -122,7 +124,7 @@ impl CheckpointActor {
                 .record_failure_retrying(
                     run_id,
                     service_id,
-                    token.as_bytes(),
+                    &tokens.iter().map(Vec::as_slice).collect::<Vec<_>>(),
                     &diagnostics,
                     timeout,
                     async move {

@@ -160,14 +160,16 @@ impl GraphStore {
 
     /// Writes a run's terminal failure, holding the snapshot row lock
     /// (`SELECT ... FOR UPDATE`) so no checkpoint or evidence batch of any
-    /// writer interleaves. It commits only while `token` is still the row's
-    /// signature and the run belongs to `service_id`. A run that is
-    /// stopping can still fail; a stopped run, or any other run, cannot.
+    /// writer interleaves. It commits only while the row's signature is one
+    /// of `tokens` (the writer's last confirmed one, plus any checkpoint
+    /// whose commit reply was lost, which may have landed) and the run
+    /// belongs to `service_id`. A run that is stopping can still fail; a
+    /// stopped run, or any other run, cannot.
     pub async fn record_failure(
         &self,
         run_id: Uuid,
         service_id: Uuid,
-        token: &[u8],
+        tokens: &[&[u8]],
         diagnostics: &FailureDiagnostics,
     ) -> Result<FailureRecord, StoreError> {
         let details =
@@ -191,7 +193,7 @@ impl GraphStore {
                             detail: format!("monitor {service_id} has no snapshot row"),
                         });
                     }
-                    Some(signature) if signature.as_slice() != token => {
+                    Some(signature) if !tokens.contains(&signature.as_slice()) => {
                         return Ok(FailureRecord::OwnershipLost {
                             detail: format!(
                                 "the snapshot of monitor {service_id} was committed by another writer"
@@ -264,7 +266,7 @@ impl GraphStore {
         &self,
         run_id: Uuid,
         service_id: Uuid,
-        token: &[u8],
+        tokens: &[&[u8]],
         diagnostics: &FailureDiagnostics,
         attempt_timeout: Duration,
         stop: impl Future<Output = ()>,
@@ -276,7 +278,7 @@ impl GraphStore {
             attempts += 1;
             let attempt = tokio::time::timeout(
                 attempt_timeout,
-                self.record_failure(run_id, service_id, token, diagnostics),
+                self.record_failure(run_id, service_id, tokens, diagnostics),
             );
             let error = tokio::select! {
                 result = attempt => match result {
