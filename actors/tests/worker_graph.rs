@@ -3,7 +3,7 @@
 //! Mosquitto: checkpoints and restores bound to the revision's semantics,
 //! fresh runs on re-activation, quarantine after an uncertain node failure
 //! with the snapshot row left byte for byte, the failure record retried
-//! while PostgreSQL is down, late admission of a failed generation, and a
+//! while PostgreSQL is down or frozen, late admission of a failed generation, and a
 //! failure while a run is stopping that leaves its successor alone.
 
 #[path = "../../tests/common/mod.rs"]
@@ -397,6 +397,67 @@ async fn a_quarantined_worker_retries_the_failure_record_until_postgresql_is_bac
     assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
     wait_for_no_other_sessions(&mut conn, START).await;
     assert_eq!(snapshot_row(&mut conn, ids.service).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_worker_retries_the_failure_record_while_postgresql_hangs_and_records_it_after()
+ {
+    let mut pg = PrivatePostgres::start().expect("a private PostgreSQL cluster");
+    let h = Harness::on_server(&pg.url(), "worker_graph_pghung").await;
+    let prefix = broker::unique_prefix();
+    h.publish_graph(&small_graph("wg-pghung", &prefix, Some((30, "uncertain"))));
+    let ids = h.activate("wg-pghung", 1);
+    // Each attempt of the failure record is bounded by this timeout.
+    let mut worker = h.spawn_worker(
+        "w-pghung",
+        &[("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "2")],
+        &[],
+    );
+    h.wait_status(ids.service, START, "the run runs", |s| {
+        state(s) == "running"
+    })
+    .await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 30).await;
+    publisher.flush(START).await;
+    let mut conn = h.connect().await;
+    wait_snapshot(&mut conn, ids.service, START, "30 frames", |r| {
+        r.processed_count == 30
+    })
+    .await;
+    let before = snapshot_row(&mut conn, ids.service).await;
+    drop(conn);
+
+    // Frozen, not down: connections are accepted by the kernel and every
+    // statement hangs without an answer.
+    pg.pause().expect("freeze PostgreSQL");
+    publisher.frames(&prefix, 1).await;
+    publisher.flush(START).await;
+    worker.wait_log("Graph run quarantined", START).await;
+    wait_until(
+        START,
+        "two timed-out attempts of the failure record",
+        || worker.log_count("retrying while quarantined") >= 2,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", worker.log()));
+    assert!(worker.running(), "the quarantined worker keeps retrying");
+
+    pg.resume().expect("continue PostgreSQL");
+    h.wait_run(
+        ids.run,
+        Duration::from_secs(90),
+        "the failure commits",
+        |r| run_status(r) == "failed",
+    )
+    .await;
+    worker
+        .wait_log("The graph run's failure is recorded", START)
+        .await;
+    let mut conn = h.connect().await;
+    assert_eq!(snapshot_row(&mut conn, ids.service).await, before);
+    worker.signal("TERM");
+    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
