@@ -1,0 +1,152 @@
+//! Each checkpoint trigger of a running worker on its own: every test sets
+//! the other triggers out of reach (a maximum interval of ten minutes, a
+//! frame interval beyond the test), so the snapshot row moves only when the
+//! trigger under test fires.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod worker_common;
+
+use std::time::Duration;
+
+use uuid::Uuid;
+use worker_common::*;
+
+const START: Duration = Duration::from_secs(30);
+
+/// No checkpoint by time during a test.
+const MAX_INTERVAL: (&str, &str) = ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "600");
+
+/// A running monitor on its own worker and a publisher for it.
+async fn running(
+    h: &Harness,
+    name: &str,
+    env: &[(&str, &str)],
+) -> (Uuid, String, Worker, Publisher) {
+    let (id, prefix) = h.create_monitor(name);
+    let worker = h.spawn_worker(&format!("w-{name}"), env, &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
+    let publisher = Publisher::connect(h.broker.port).await;
+    (id, prefix, worker, publisher)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_frame_interval_checkpoints_after_its_count_without_waiting_for_the_maximum_interval() {
+    let h = Harness::new("worker_triggers_frames").await;
+    let env = [MAX_INTERVAL, ("RADAR_CHECKPOINT_INTERVAL", "7")];
+    let (id, prefix, _worker, mut publisher) = running(&h, "frames", &env).await;
+    let mut conn = h.connect().await;
+    // The first frame ends the startup gap: a coverage checkpoint, from
+    // which the frame count starts.
+    publisher.frames(&prefix, 1).await;
+    publisher.flush(START).await;
+    wait_snapshot(&mut conn, id, START, "the first frame committed", |r| {
+        r.processed_count == 1
+    })
+    .await;
+    publisher.frames(&prefix, 7).await;
+    publisher.flush(START).await;
+    let row = wait_snapshot(&mut conn, id, START, "7 more frames committed", |r| {
+        r.processed_count == 8
+    })
+    .await;
+    // Fewer than the interval: processed, not checkpointed.
+    publisher.frames(&prefix, 3).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "11 frames processed", |s| processed(s) == 11)
+        .await;
+    assert_eq!(
+        snapshot_row(&mut conn, id).await.map(|r| r.processed_count),
+        Some(8),
+        "no checkpoint before the next 7 frames"
+    );
+    publisher.frames(&prefix, 4).await;
+    publisher.flush(START).await;
+    wait_snapshot(&mut conn, id, START, "15 frames committed", |r| {
+        r.processed_count == 15
+    })
+    .await;
+    assert_eq!(row.writer_id, "w-frames");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phase_change_checkpoints_at_once() {
+    let h = Harness::new("worker_triggers_phase").await;
+    let env = [MAX_INTERVAL, ("RADAR_CHECKPOINT_INTERVAL", "1000")];
+    let (id, prefix, _worker, mut publisher) = running(&h, "phase", &env).await;
+    let mut conn = h.connect().await;
+    // The monitor trains on 20 frames: the 20th moves it to calibrating.
+    publisher.frames(&prefix, 20).await;
+    publisher.flush(START).await;
+    wait_snapshot(
+        &mut conn,
+        id,
+        START,
+        "the calibrating phase committed",
+        |r| r.processed_count == 20,
+    )
+    .await;
+    let (inspection, code) = h.inspect(id);
+    assert_eq!(code, Some(0), "{inspection:#}");
+    assert_eq!(
+        inspection["phase"], "calibrating",
+        "the snapshot holds the new phase: {inspection:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_monitor_checkpoints_the_gap_when_its_broker_drops_and_when_it_returns() {
+    let mut h = Harness::new("worker_triggers_coverage").await;
+    let env = [
+        MAX_INTERVAL,
+        ("RADAR_CHECKPOINT_INTERVAL", "1000"),
+        ("RADAR_TEST_MQTT_BACKOFF_MS", "100,1000"),
+    ];
+    let (id, prefix, worker, mut publisher) = running(&h, "coverage", &env).await;
+    let mut conn = h.connect().await;
+    // The first frame ends the startup gap, itself a coverage change.
+    publisher.frames(&prefix, 3).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "3 frames processed", |s| processed(s) == 3)
+        .await;
+    let first = wait_snapshot(&mut conn, id, START, "the first frame committed", |r| {
+        r.processed_count >= 1
+    })
+    .await;
+    drop(publisher);
+
+    // Idle from here on: no frame arrives, only the connection changes.
+    h.broker.kill().expect("stop the broker");
+    let outage = wait_snapshot(&mut conn, id, START, "a checkpoint of the outage", |r| {
+        r.signature != first.signature
+    })
+    .await;
+    let (inspection, _) = h.inspect(id);
+    assert!(
+        gaps(&inspection["coverage"]).contains(&("mqtt_outage".to_string(), false)),
+        "the committed snapshot holds the open outage gap: {inspection:#}"
+    );
+
+    h.broker.restart().await.expect("start the broker again");
+    wait_snapshot(&mut conn, id, START, "a checkpoint of the recovery", |r| {
+        r.signature != outage.signature
+    })
+    .await;
+    let (inspection, _) = h.inspect(id);
+    assert!(
+        gaps(&inspection["coverage"]).contains(&("mqtt_outage".to_string(), true)),
+        "the committed snapshot holds the closed outage gap: {inspection:#}"
+    );
+    let me = [("monitor_id", id.to_string())];
+    let labels = [(me[0].0, me[0].1.as_str()), ("cause", "mqtt_outage")];
+    wait_until(START, "the closed gap's length is in the metrics", || {
+        common::http_get(worker.metrics_port, "/metrics")
+            .and_then(|(_, text)| {
+                common::sample(&text, "radar_coverage_gap_duration_seconds_total", &labels)
+            })
+            .is_some_and(|seconds| seconds > 0.0)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", worker.log()));
+}
