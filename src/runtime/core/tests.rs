@@ -103,3 +103,77 @@ fn a_restore_reports_the_partial_observations_it_discarded() {
         "nothing held after the restore"
     );
 }
+
+/// Frame `i` of a varied but repeatable signal on both readings.
+fn frame(core: &mut MonitorCore, i: i64) -> crate::runtime::Step {
+    let x = i as f64;
+    let mut last = None;
+    for (reading, value) in [
+        (0, (x * 0.7).sin() * 3.0 + 10.0),
+        (1, (x * 0.3).cos() + 5.0),
+    ] {
+        let ts = 100 * i;
+        let observation = Observation {
+            reading,
+            ts: at(ts),
+            value,
+            received_at: at(ts),
+        };
+        last = Some(core.ingest(Ok(observation), at(ts)));
+    }
+    last.expect("two readings")
+}
+
+#[test]
+fn a_fit_cut_short_after_its_snapshot_reruns_from_the_preserved_frames_after_a_restore() {
+    use crate::{
+        detector::Phase,
+        snapshot::{CheckpointKey, LoadOutcome, SnapshotBinding, open, seal},
+    };
+    let id = Uuid::from_u128(3);
+    let key = CheckpointKey::new(b"test-key-test-key-test-key-0123456789".to_vec());
+    let binding = SnapshotBinding::for_monitor(id, &config());
+    let mut core = MonitorCore::fresh(id, config(), at(0)).unwrap();
+    let mut fit_due = false;
+    for i in 0..40 {
+        fit_due |= frame(&mut core, i).fit_due;
+    }
+    assert!(fit_due, "the 40th frame completes calibration");
+    assert_eq!(core.phase(), Phase::Fitting);
+
+    // The snapshot the model seals before fitting; then the process dies.
+    let sealed = seal(&binding, &core.managed_state().unwrap(), at(4_000), &key).unwrap();
+    let LoadOutcome::Restored(restored) = open(&sealed.bytes, &binding, &key) else {
+        panic!("the pre-fit snapshot restores")
+    };
+    assert_eq!(
+        restored.detector.as_ref().map(|d| d.buffered_frames()),
+        Some((20, 20)),
+        "training and calibration frames travel in the snapshot"
+    );
+    let mut again = MonitorCore::restore(
+        id,
+        config(),
+        restored.state,
+        restored.detector,
+        at(4_000),
+        at(9_000),
+    )
+    .unwrap();
+    assert_eq!(again.phase(), Phase::Fitting, "the fit is still due");
+    again.fit().unwrap();
+    core.fit().unwrap();
+    assert_eq!(again.phase(), Phase::Monitoring);
+    assert_eq!(
+        again.detector().and_then(|d| d.threshold()),
+        core.detector().and_then(|d| d.threshold()),
+        "the rerun fit equals the one that was cut short"
+    );
+    let (a, b) = (frame(&mut core, 100), frame(&mut again, 100));
+    assert!(a.verdict.is_some(), "the next frame is scored");
+    assert_eq!(
+        a.verdict.map(|v| v.score),
+        b.verdict.map(|v| v.score),
+        "both score the next frame alike"
+    );
+}
