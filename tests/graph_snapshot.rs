@@ -1,6 +1,7 @@
 //! Graph runs with real signed snapshots: the binding follows the
 //! executable semantics, and a failure record is fenced by the writer's
-//! signature and leaves the snapshot untouched.
+//! signature and leaves the snapshot untouched, and a recorded failure
+//! fences the run's generation for every writer.
 
 mod common;
 mod graph_support;
@@ -13,8 +14,8 @@ use radar::snapshot::{
     CheckpointKey, IncompatibleReason, LoadOutcome, ManagedState, SnapshotBinding, seal,
 };
 use radar::store::{
-    self, Activated, CheckpointStore, CheckpointWriter, Claim, FailureRecord, GraphStore,
-    PendingResults, Services, WriteOutcome,
+    self, Activated, CheckpointStore, CheckpointWriter, Claim, EvidenceRecord, FailureRecord,
+    GraphStore, LossReason, PendingResults, Services, WriteOutcome,
 };
 use serde_json::Value;
 
@@ -222,4 +223,142 @@ async fn a_failure_record_accepts_a_checkpoint_whose_commit_reply_was_lost() {
         .await
         .unwrap();
     assert_eq!(record, FailureRecord::Recorded);
+}
+
+fn diagnostics(f: &Fixture) -> FailureDiagnostics {
+    FailureDiagnostics {
+        failed_node: "pump".into(),
+        node_type: "detector".into(),
+        reason: "test".into(),
+        frame_ts: Utc::now(),
+        frames_applied: 0,
+        semantics_hash: f.run.semantics_hash.clone(),
+    }
+}
+
+fn fenced_by_failed_run(outcome: WriteOutcome) -> bool {
+    matches!(outcome, WriteOutcome::OwnershipLost(lost) if lost.reason == LossReason::FailedRun)
+}
+
+#[tokio::test]
+async fn a_recorded_failure_fences_the_generation_for_a_replacement_holding_the_same_token() {
+    let (f, writer) = fixture("graph_snap_fenced").await;
+    let token = writer.token();
+    // A replacement admitted before the failure record, resuming from the
+    // very snapshot the failing writer last committed.
+    let replacement = || {
+        f.checkpoints
+            .resume(f.run.service_id, token.clone())
+            .fenced_by_graph_run()
+    };
+    let record = f
+        .graphs
+        .record_failure(
+            f.run.run_id,
+            f.run.service_id,
+            &[token.as_bytes()],
+            &diagnostics(&f),
+        )
+        .await
+        .unwrap();
+    assert_eq!(record, FailureRecord::Recorded);
+    let mut conn = common::connect(&f._db).await;
+    let before = snapshot_row(&mut conn, f.run.service_id).await;
+
+    let binding = SnapshotBinding::for_monitor(f.run.service_id, &f.config);
+    let next = seal(&binding, &ManagedState::default(), Utc::now(), &key()).unwrap();
+    assert!(fenced_by_failed_run(
+        replacement()
+            .checkpoint(&next, &PendingResults::default())
+            .await
+    ));
+    let mut pending = PendingResults::default();
+    pending.evidence.push(EvidenceRecord {
+        frame_ts: Utc::now(),
+        frame_seq: 1,
+        alarm_seq: None,
+        score: 9.0,
+        threshold: 1.0,
+        p_value: 0.001,
+        contributions: Default::default(),
+    });
+    assert!(fenced_by_failed_run(
+        replacement().checkpoint(&next, &pending).await
+    ));
+    assert!(fenced_by_failed_run(
+        replacement().commit_evidence(&pending).await
+    ));
+    assert_eq!(
+        snapshot_row(&mut conn, f.run.service_id).await,
+        before,
+        "the failed run's last snapshot stays intact"
+    );
+}
+
+#[tokio::test]
+async fn a_checkpoint_waiting_on_the_row_while_the_failure_commits_is_fenced_too() {
+    use diesel_async::RunQueryDsl;
+    let (f, writer) = fixture("graph_snap_fenced_race").await;
+    let writer = writer.fenced_by_graph_run();
+    let service = f.run.service_id;
+    // The failure record's transaction, held open: the row lock, then the status.
+    let mut recorder = common::connect(&f._db).await;
+    for statement in [
+        "BEGIN".to_string(),
+        format!(
+            "SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = '{service}' FOR UPDATE"
+        ),
+        format!(
+            "UPDATE graph_runs SET status = 'failed', failed_node = 'pump', diagnostics = '{{}}', \
+             updated_at = now(), finished_at = now() WHERE id = '{}'",
+            f.run.run_id
+        ),
+    ] {
+        diesel::sql_query(statement)
+            .execute(&mut recorder)
+            .await
+            .unwrap();
+    }
+    let binding = SnapshotBinding::for_monitor(service, &f.config);
+    let next = seal(&binding, &ManagedState::default(), Utc::now(), &key()).unwrap();
+    let waiting =
+        tokio::spawn(async move { writer.checkpoint(&next, &PendingResults::default()).await });
+    let mut watcher = common::connect(&f._db).await;
+    wait_for_lock_wait(&mut watcher).await;
+    diesel::sql_query("COMMIT")
+        .execute(&mut recorder)
+        .await
+        .unwrap();
+    assert!(
+        fenced_by_failed_run(waiting.await.unwrap()),
+        "the CAS on the unchanged token must not commit into the failed generation"
+    );
+}
+
+/// Waits until a session of this database waits for a lock.
+async fn wait_for_lock_wait(conn: &mut diesel_async::AsyncPgConnection) {
+    use diesel_async::RunQueryDsl;
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let count: Count = diesel::sql_query(
+            "SELECT count(*) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .get_result(conn)
+        .await
+        .unwrap();
+        if count.n > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no write waited for the row"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

@@ -88,19 +88,40 @@ impl fmt::Display for WriteKind {
     }
 }
 
-/// A writer that found another worker's snapshot in its row. Terminal: it
-/// has no write methods, and its pending results stay with the caller.
+/// Why a writer may write no more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossReason {
+    /// Another worker committed a successor snapshot.
+    Successor,
+    /// The monitor's graph run is recorded as failed: its generation is
+    /// fenced for every writer, even one holding the row's signature.
+    FailedRun,
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Successor => "another worker committed a successor",
+            Self::FailedRun => "its graph run is recorded as failed (a fenced generation)",
+        })
+    }
+}
+
+/// A writer that found another worker's snapshot in its row, or a failed
+/// run behind it. Terminal: it has no write methods, and its pending
+/// results stay with the caller.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
     "Monitor {service_id} lost ownership of its snapshot: its {refused} was refused because \
-     another worker committed a successor (this worker held token {token}). This worker stops \
-     the monitor and writes nothing more for it; the new owner carries on."
+     {reason} (this worker held token {token}). This worker stops the monitor and writes \
+     nothing more for it; the new owner carries on."
 )]
 pub struct OwnershipLost {
     pub service_id: Uuid,
     /// Short form of the token this worker last held.
     pub token: String,
     pub refused: WriteKind,
+    pub reason: LossReason,
 }
 
 /// The signing writer of one monitor's snapshot.
@@ -109,6 +130,9 @@ pub struct CheckpointWriter {
     store: CheckpointStore,
     service_id: Uuid,
     fence: Fence,
+    /// A graph run's writer: each write also checks, under the row lock,
+    /// that the run is not recorded as failed.
+    graph_run: bool,
 }
 
 impl CheckpointStore {
@@ -173,6 +197,7 @@ impl CheckpointStore {
                 store: self.clone(),
                 service_id,
                 fence,
+                graph_run: false,
             }))
         } else {
             Ok(Claim::Lost(
@@ -187,6 +212,7 @@ impl CheckpointStore {
             store: self.clone(),
             service_id,
             fence: Fence::new(loaded),
+            graph_run: false,
         }
     }
 
@@ -262,6 +288,8 @@ enum TxError {
     Db(diesel::result::Error),
     /// The row holds a signature this writer does not know.
     Refused,
+    /// The graph run behind this writer is recorded as failed.
+    RunFailed,
 }
 
 impl From<diesel::result::Error> for TxError {
@@ -285,6 +313,13 @@ impl CheckpointWriter {
     /// was lost.
     pub fn accepted_tokens(&self) -> Vec<Vec<u8>> {
         self.fence.accepted(false)
+    }
+
+    /// This writer's monitor runs a graph: from now on no write commits
+    /// once its run is recorded as failed, whoever recorded it.
+    pub fn fenced_by_graph_run(mut self) -> Self {
+        self.graph_run = true;
+        self
     }
 
     /// A health reporter that follows this writer's token.
@@ -319,7 +354,9 @@ impl CheckpointWriter {
         let result = store
             .bounded(async {
                 let mut conn = checkout(&store.pool).await?;
-                if pending.is_empty() {
+                // A graph run's check needs the row lock first, so it
+                // always runs as a transaction.
+                if pending.is_empty() && !self.graph_run {
                     // Nothing commits with the snapshot: the update alone,
                     // in autocommit, is the whole transaction.
                     let outcome = match update.execute(&mut conn).await {
@@ -333,6 +370,9 @@ impl CheckpointWriter {
                     .transaction::<_, TxError, _>(async |conn| {
                         if update.execute(conn).await? == 0 {
                             return Err(TxError::Refused);
+                        }
+                        if self.graph_run && generation_failed(conn, self.service_id).await? {
+                            return Err(TxError::RunFailed);
                         }
                         insert_results(conn, self.service_id, next.token.as_bytes(), pending)
                             .await?;
@@ -349,6 +389,9 @@ impl CheckpointWriter {
             }
             Ok(Err(TxError::Refused)) => {
                 WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint))
+            }
+            Ok(Err(TxError::RunFailed)) => {
+                WriteOutcome::OwnershipLost(self.fenced_by_failed_run(WriteKind::Checkpoint))
             }
             Ok(Err(TxError::Db(e))) => {
                 let error = self.store.db_error(e);
@@ -392,6 +435,9 @@ impl CheckpointWriter {
                         let Some(held) = signature.filter(|s| accepted.contains(s)) else {
                             return Err(TxError::Refused);
                         };
+                        if self.graph_run && generation_failed(conn, self.service_id).await? {
+                            return Err(TxError::RunFailed);
+                        }
                         insert_results(conn, self.service_id, &held, batch).await?;
                         Ok(held)
                     })
@@ -411,6 +457,9 @@ impl CheckpointWriter {
             Ok(Err(TxError::Refused)) => {
                 WriteOutcome::OwnershipLost(self.lose(WriteKind::EvidenceBatch))
             }
+            Ok(Err(TxError::RunFailed)) => {
+                WriteOutcome::OwnershipLost(self.fenced_by_failed_run(WriteKind::EvidenceBatch))
+            }
             Ok(Err(TxError::Db(e))) => WriteOutcome::Failed {
                 error: self.store.db_error(e),
                 writer: self,
@@ -425,4 +474,28 @@ impl CheckpointWriter {
     fn lose(self, refused: WriteKind) -> OwnershipLost {
         self.fence.lose(self.service_id, refused)
     }
+
+    fn fenced_by_failed_run(self, refused: WriteKind) -> OwnershipLost {
+        OwnershipLost {
+            reason: LossReason::FailedRun,
+            ..self.lose(refused)
+        }
+    }
+}
+
+/// Whether the monitor's graph run is recorded as failed. Called after the
+/// snapshot row is locked: as a statement of its own it sees a failure
+/// record that committed while this transaction waited for the lock.
+async fn generation_failed(
+    conn: &mut diesel_async::AsyncPgConnection,
+    service_id: Uuid,
+) -> Result<bool, diesel::result::Error> {
+    use super::schema::graph_runs;
+    diesel::select(diesel::dsl::exists(
+        graph_runs::table
+            .filter(graph_runs::service_id.eq(service_id))
+            .filter(graph_runs::status.eq("failed")),
+    ))
+    .get_result(conn)
+    .await
 }

@@ -110,6 +110,7 @@ impl Fence {
             service_id,
             token: state.current.short(),
             refused,
+            reason: super::checkpoints::LossReason::Successor,
         }
     }
 }

@@ -32,7 +32,7 @@ use diesel_async::{
 };
 
 pub use checkpoints::{
-    CheckpointStore, CheckpointWriter, Claim, OwnershipLost, WriteKind, WriteOutcome,
+    CheckpointStore, CheckpointWriter, Claim, LossReason, OwnershipLost, WriteKind, WriteOutcome,
 };
 pub use error::StoreError;
 pub use evidence::{AlarmRecord, EvidenceRecord, PendingResults};

@@ -207,7 +207,7 @@ async fn start_once(
     let commit_started = std::time::Instant::now();
     let writer = match &worker.store {
         None => None,
-        Some(store) => match first_commit(store, &sealed, loaded).await {
+        Some(store) => match first_commit(store, &sealed, loaded, config.graph.is_some()).await {
             Ok(writer) => {
                 metrics.emit(events::CheckpointCommitted {
                     trigger: Trigger::BeforeSubscribing,
@@ -504,19 +504,29 @@ async fn first_commit(
     store: &CheckpointStore,
     sealed: &radar::snapshot::SealedSnapshot,
     loaded: Option<FencingToken>,
+    graph_run: bool,
 ) -> Result<CheckpointWriter, StartError> {
     let id = sealed.envelope.service_id;
+    // A graph run's writes, this first one included, are fenced by its
+    // failure record too: a replacement admitted before the failure
+    // committed must not go on with the failed generation.
+    let fence = |writer: CheckpointWriter| {
+        if graph_run {
+            writer.fenced_by_graph_run()
+        } else {
+            writer
+        }
+    };
     match loaded {
         None => match store.claim(sealed).await {
-            Ok(Claim::Won(writer)) => Ok(writer),
+            Ok(Claim::Won(writer)) => Ok(fence(writer)),
             Ok(Claim::Lost(lost)) => Err(StartError::Superseded(superseded_while_starting(&lost))),
             Err(e) => Err(ExitReason::Failed {
                 error: format!("the first checkpoint of monitor {id} failed: {e}"),
             }
             .into()),
         },
-        Some(token) => match store
-            .resume(id, token)
+        Some(token) => match fence(store.resume(id, token))
             .checkpoint(sealed, &PendingResults::default())
             .await
         {
