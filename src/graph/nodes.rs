@@ -106,6 +106,9 @@ pub enum FailMode {
     Rejected,
     /// The node may have changed its state: the run cannot be trusted.
     Uncertain,
+    /// No failure: every later update blocks the model for `slow_ms`, as a
+    /// slow or stuck model operation would.
+    Slow,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -114,6 +117,14 @@ pub enum FailMode {
 pub struct FailAfterParams {
     pub updates: u64,
     pub mode: FailMode,
+    /// How long each update blocks in `slow` mode.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slow_ms: u64,
+}
+
+#[cfg(feature = "fault-injection")]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What flows along an edge.

@@ -125,21 +125,33 @@ pub(super) fn update(
                 *applied += 1;
                 Ok(first)
             } else {
-                return match p.mode {
-                    FailMode::Rejected => NodeUpdate::Rejected(format!(
-                        "injected rejection after {} updates",
-                        p.updates
-                    )),
+                match p.mode {
+                    FailMode::Slow => {
+                        tracing::info!(
+                            updates = *applied,
+                            slow_ms = p.slow_ms,
+                            "Fault node: blocking the model thread."
+                        );
+                        std::thread::sleep(std::time::Duration::from_millis(p.slow_ms));
+                        *applied += 1;
+                        Ok(first)
+                    }
+                    FailMode::Rejected => {
+                        return NodeUpdate::Rejected(format!(
+                            "injected rejection after {} updates",
+                            p.updates
+                        ));
+                    }
                     FailMode::Uncertain => {
                         // The state moves before the failure surfaces, as
                         // it would in a node that fails half-way.
                         *applied += 1;
-                        NodeUpdate::FatalUncertain(format!(
+                        return NodeUpdate::FatalUncertain(format!(
                             "injected uncertain failure after {} updates",
                             p.updates
-                        ))
+                        ));
                     }
-                };
+                }
             }
         }
         (spec, state) => {

@@ -57,6 +57,8 @@ pub struct MonitorExited {
 
 struct Parts {
     model: Addr<ModelActor>,
+    /// Ends with the parts, after the model's `Halt` was sent.
+    _model_thread: startup::ModelThread,
     checkpoint: Addr<CheckpointActor>,
     health: Addr<HealthActor>,
     ingestion: Addr<IngestionActor>,
@@ -182,6 +184,7 @@ impl Actor for MonitorActor {
             .map(|result, act, ctx| match result {
                 Ok(Started {
                     model,
+                    model_thread,
                     checkpoint,
                     health,
                     ingestion,
@@ -190,6 +193,7 @@ impl Actor for MonitorActor {
                     act.run = run;
                     act.parts = Some(Parts {
                         model,
+                        _model_thread: model_thread,
                         checkpoint,
                         health,
                         ingestion,

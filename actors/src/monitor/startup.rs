@@ -36,8 +36,21 @@ use super::{
 };
 use crate::worker::{MonitorWatch, WorkerContext};
 
+/// A monitor's own model thread, ended when the monitor's parts are
+/// dropped (or its start fails): a slow or stuck model delays only its own
+/// monitor, never another one's.
+pub struct ModelThread(Arbiter);
+
+impl Drop for ModelThread {
+    fn drop(&mut self) {
+        // A thread blocked in a model operation ends when that returns.
+        self.0.stop();
+    }
+}
+
 pub struct Started {
     pub model: Addr<ModelActor>,
+    pub model_thread: ModelThread,
     pub checkpoint: Addr<CheckpointActor>,
     pub health: Addr<HealthActor>,
     pub ingestion: Addr<IngestionActor>,
@@ -170,8 +183,9 @@ async fn start_once(
         metrics: metrics.clone(),
         span: span.clone(),
     };
+    let model_thread = ModelThread(Arbiter::new());
     let model =
-        ModelActor::start_in_arbiter(&worker.model_arbiter(), move |_| ModelActor::new(setup));
+        ModelActor::start_in_arbiter(&model_thread.0.handle(), move |_| ModelActor::new(setup));
     let halt_all = |reason: &ExitReason| {
         model.do_send(Halt {
             reason: reason.clone(),
@@ -297,6 +311,7 @@ async fn start_once(
     tracing::info!(monitor_id = %id, name = %row.name, "Monitor started; subscribing.");
     Ok(Started {
         model,
+        model_thread,
         checkpoint,
         health,
         ingestion,

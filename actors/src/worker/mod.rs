@@ -8,14 +8,7 @@
 mod observer;
 mod supervisor;
 
-use std::{
-    process::ExitCode,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-    time::Duration,
-};
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use actix::prelude::*;
 use anyhow::Context as _;
@@ -53,8 +46,6 @@ pub struct WorkerContext {
     pub telemetry: Telemetry,
     /// Set by `radar demo`: it reads the monitors' views and notices.
     pub observer: Option<Observer>,
-    model_arbiters: Vec<ArbiterHandle>,
-    next_arbiter: AtomicUsize,
 }
 
 /// Where the supervisor finds the monitors to run.
@@ -78,13 +69,6 @@ impl MonitorSource {
 }
 
 impl WorkerContext {
-    /// The model arbiter for the next monitor, round robin: models never run
-    /// on the IO arbiter.
-    pub fn model_arbiter(&self) -> ArbiterHandle {
-        let n = self.next_arbiter.fetch_add(1, Ordering::Relaxed);
-        self.model_arbiters[n % self.model_arbiters.len()].clone()
-    }
-
     pub fn checkpoint_limits(&self) -> CheckpointLimits {
         CheckpointLimits {
             interval_frames: self.settings.checkpoint_interval,
@@ -176,7 +160,6 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
             worker.stop().await
         }
     };
-    worker.release();
     server_handle.stop(true).await;
     if let Err(e) = meter_provider.shutdown() {
         tracing::warn!(error = %e, "Could not flush metrics at shutdown.");
@@ -202,19 +185,14 @@ pub struct WorkerSetup {
 pub struct RunningWorker {
     supervisor: Addr<Supervisor>,
     done: Option<oneshot::Receiver<WorkerOutcome>>,
-    arbiters: Vec<Arbiter>,
     stop_after: Duration,
 }
 
-/// Starts the supervisor (on the current actix system) and one model thread
-/// per core. Call inside a running `actix_rt::System`.
+/// Starts the supervisor (on the current actix system); each monitor starts
+/// its own model thread. Call inside a running `actix_rt::System`.
 pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
-    let parallelism = std::thread::available_parallelism().map_or(1, usize::from);
-    let arbiters: Vec<Arbiter> = (0..parallelism).map(|_| Arbiter::new()).collect();
     let stop_after = setup.settings.checkpoint_timeout() + STOP_GRACE;
     let context = Arc::new(WorkerContext {
-        model_arbiters: arbiters.iter().map(Arbiter::handle).collect(),
-        next_arbiter: AtomicUsize::new(0),
         settings: setup.settings,
         worker_id: setup.worker_id,
         key: setup.key,
@@ -230,7 +208,6 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
     RunningWorker {
         supervisor,
         done: Some(done_rx),
-        arbiters,
         stop_after,
     }
 }
@@ -255,13 +232,6 @@ impl RunningWorker {
     pub async fn stop(&self) -> WorkerOutcome {
         self.supervisor.do_send(Shutdown);
         stop_within(self.stop_after, self.supervisor.clone()).await
-    }
-
-    /// Ends the model threads once every monitor has stopped.
-    pub fn release(self) {
-        for arbiter in &self.arbiters {
-            arbiter.stop();
-        }
     }
 }
 

@@ -363,7 +363,6 @@ async fn demo(
         None => worker.stop().await,
     };
     take_notices(&mut notices, &mut tracked, &display, published_at, 0.0);
-    worker.release();
     let now = Utc::now();
     let rows: Vec<_> = tracked.iter().map(|t| t.row(&board, now)).collect();
     display.finish(&Frame {
