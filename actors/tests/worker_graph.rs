@@ -3,8 +3,9 @@
 //! Mosquitto: checkpoints and restores bound to the revision's semantics,
 //! fresh runs on re-activation, quarantine after an uncertain node failure
 //! with the snapshot row left byte for byte, the failure record retried
-//! while PostgreSQL is down or frozen, late admission of a failed generation, and a
-//! failure while a run is stopping that leaves its successor alone.
+//! while PostgreSQL is down or frozen, late admission of a failed
+//! generation, and a failure while a run is stopping that leaves its
+//! successor alone.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
