@@ -159,9 +159,11 @@ fn shipped_skab_monitor_beats_the_published_pca_and_conv_ae_results() {
         pooled.far(),
         pooled.mar()
     );
-    assert!(pooled.f1() > 0.78, "pooled F1 {:.3}", pooled.f1());
+    // In-sample (the configuration was chosen looking at these files):
+    // 0.855 at 7.4% when this was written.
+    assert!(pooled.f1() > 0.85, "pooled F1 {:.3}", pooled.f1());
     assert!(
-        pooled.far() < 0.15,
+        pooled.far() < 0.08,
         "pooled false-alarm rate {:.3}",
         pooled.far()
     );

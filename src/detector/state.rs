@@ -207,7 +207,11 @@ impl Detector {
             self.settings.level_tracking.clone(),
             &spread,
         );
-        let training: Vec<Vec<f64>> = self.training.iter().map(|row| features.next(row)).collect();
+        let training: Vec<Vec<f64>> = self
+            .training
+            .iter()
+            .map(|row| features.next(row, false))
+            .collect();
         let model = PcaModel::fit(&training, self.width, self.settings.explained_variance);
         let weight = self.settings.score_smoothing;
         let mut smoothed = None;
@@ -215,7 +219,11 @@ impl Detector {
             .calibration
             .iter()
             .map(|row| {
-                let s = ewma(smoothed, model.score(&features.next(row)).combined, weight);
+                let s = ewma(
+                    smoothed,
+                    model.score(&features.next(row, false)).combined,
+                    weight,
+                );
                 smoothed = Some(s);
                 s
             })
@@ -240,7 +248,12 @@ impl Detector {
                 phase_changed: false,
             };
         };
-        let frame_score = fitted.model.score(&fitted.features.next(&frame.values));
+        // Decided on the alarm as it stood before this frame: the frame that
+        // opens an alarm still moves the level, the one that closes it not.
+        let hold = self.settings.hold_level_during_alarm && self.alarm.is_open();
+        let frame_score = fitted
+            .model
+            .score(&fitted.features.next(&frame.values, hold));
         let score = ewma(
             fitted.smoothed,
             frame_score.combined,
