@@ -43,6 +43,14 @@ impl Features {
     /// new normal and close the alarm while the fault lasts. The smoothing
     /// still follows the values.
     pub fn next(&mut self, values: &[f64], hold: bool) -> Vec<f64> {
+        let mut out = Vec::with_capacity(values.len());
+        self.next_into(values, hold, &mut out);
+        out
+    }
+
+    /// `next`, writing the features into `out` (cleared first).
+    pub fn next_into(&mut self, values: &[f64], hold: bool, out: &mut Vec<f64>) {
+        out.clear();
         let smoothed = match &mut self.smoothed {
             None => self.smoothed.insert(values.to_vec()),
             Some(s) => {
@@ -53,26 +61,22 @@ impl Features {
             }
         };
         let Some(tracking) = &self.tracking else {
-            return smoothed.clone();
+            out.extend_from_slice(smoothed);
+            return;
         };
         match &mut self.level {
             None => {
                 // The first frame defines the level: it deviates by nothing.
                 self.level = Some(smoothed.clone());
-                vec![0.0; values.len()]
+                out.resize(values.len(), 0.0);
             }
             Some(level) => {
-                let features = smoothed
-                    .iter()
-                    .zip(level.iter())
-                    .map(|(s, l)| s - l)
-                    .collect();
+                out.extend(smoothed.iter().zip(level.iter()).map(|(s, l)| s - l));
                 if !hold {
                     for ((l, s), max) in level.iter_mut().zip(smoothed.iter()).zip(&self.max_pull) {
                         *l += tracking.weight * (s - *l).clamp(-max, *max);
                     }
                 }
-                features
             }
         }
     }
