@@ -37,8 +37,20 @@ impl Features {
         }
     }
 
-    /// Takes one frame's values and returns its features.
-    pub fn next(&mut self, values: &[f64]) -> Vec<f64> {
+    /// Takes one frame's values and returns its features. With `hold` the
+    /// tracked levels stay where they are: an alarm is open, the frames are
+    /// suspect, and a level that followed them would learn the fault as the
+    /// new normal and close the alarm while the fault lasts. The smoothing
+    /// still follows the values.
+    pub fn next(&mut self, values: &[f64], hold: bool) -> Vec<f64> {
+        let mut out = Vec::with_capacity(values.len());
+        self.next_into(values, hold, &mut out);
+        out
+    }
+
+    /// `next`, writing the features into `out` (cleared first).
+    pub fn next_into(&mut self, values: &[f64], hold: bool, out: &mut Vec<f64>) {
+        out.clear();
         let smoothed = match &mut self.smoothed {
             None => self.smoothed.insert(values.to_vec()),
             Some(s) => {
@@ -49,24 +61,22 @@ impl Features {
             }
         };
         let Some(tracking) = &self.tracking else {
-            return smoothed.clone();
+            out.extend_from_slice(smoothed);
+            return;
         };
         match &mut self.level {
             None => {
                 // The first frame defines the level: it deviates by nothing.
                 self.level = Some(smoothed.clone());
-                vec![0.0; values.len()]
+                out.resize(values.len(), 0.0);
             }
             Some(level) => {
-                let features = smoothed
-                    .iter()
-                    .zip(level.iter())
-                    .map(|(s, l)| s - l)
-                    .collect();
-                for ((l, s), max) in level.iter_mut().zip(smoothed.iter()).zip(&self.max_pull) {
-                    *l += tracking.weight * (s - *l).clamp(-max, *max);
+                out.extend(smoothed.iter().zip(level.iter()).map(|(s, l)| s - l));
+                if !hold {
+                    for ((l, s), max) in level.iter_mut().zip(smoothed.iter()).zip(&self.max_pull) {
+                        *l += tracking.weight * (s - *l).clamp(-max, *max);
+                    }
                 }
-                features
             }
         }
     }
@@ -79,15 +89,15 @@ mod tests {
     #[test]
     fn without_smoothing_or_tracking_features_are_the_raw_values() {
         let mut f = Features::new(1.0, None, &[1.0, 1.0]);
-        f.next(&[1.0, 2.0]);
-        assert_eq!(f.next(&[3.0, 4.0]), vec![3.0, 4.0]);
+        f.next(&[1.0, 2.0], false);
+        assert_eq!(f.next(&[3.0, 4.0], false), vec![3.0, 4.0]);
     }
 
     #[test]
     fn smoothing_averages_the_values() {
         let mut f = Features::new(0.25, None, &[1.0]);
-        assert_eq!(f.next(&[8.0]), vec![8.0]);
-        assert_eq!(f.next(&[0.0]), vec![6.0]);
+        assert_eq!(f.next(&[8.0], false), vec![8.0]);
+        assert_eq!(f.next(&[0.0], false), vec![6.0]);
     }
 
     #[test]
@@ -97,11 +107,29 @@ mod tests {
             clip: 2.0,
         };
         let mut f = Features::new(1.0, Some(tracking), &[1.0]);
-        assert_eq!(f.next(&[10.0]), vec![0.0]);
-        assert_eq!(f.next(&[11.0]), vec![1.0]);
+        assert_eq!(f.next(&[10.0], false), vec![0.0]);
+        assert_eq!(f.next(&[11.0], false), vec![1.0]);
         // Level now 10.5. A step of 100 moves it by weight * clip * spread =
         // 1 per frame, so the deviation stays large.
-        assert_eq!(f.next(&[110.5]), vec![100.0]);
-        assert_eq!(f.next(&[110.5]), vec![99.0]);
+        assert_eq!(f.next(&[110.5], false), vec![100.0]);
+        assert_eq!(f.next(&[110.5], false), vec![99.0]);
+    }
+
+    #[test]
+    fn a_held_level_does_not_move_and_resumes_where_it_stood() {
+        let tracking = LevelTracking {
+            weight: 0.5,
+            clip: 2.0,
+        };
+        let mut f = Features::new(1.0, Some(tracking), &[1.0]);
+        f.next(&[10.0], false);
+        // Held: the level stays at 10 however long the values sit at 14.
+        for _ in 0..5 {
+            assert_eq!(f.next(&[14.0], true), vec![4.0]);
+        }
+        // Released: the first frame still sees the full 4, then the level
+        // moves by weight * clip = 1.
+        assert_eq!(f.next(&[14.0], false), vec![4.0]);
+        assert_eq!(f.next(&[14.0], false), vec![3.0]);
     }
 }

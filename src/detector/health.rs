@@ -51,9 +51,13 @@ impl HealthWindow {
     pub fn assess(&self, calibration: &[f64], target_rate: f64, at_frame: u64) -> ModelHealth {
         let n = self.recent.len();
         let flagged = self.recent.iter().filter(|(f, _)| *f).count();
-        let mut scores: Vec<f64> = self.recent.iter().map(|(_, s)| *s).collect();
-        scores.sort_unstable_by(f64::total_cmp);
-        let score_drift = ks_distance(&scores, calibration);
+        let score_drift = if self.recent.iter().all(|(_, s)| s.is_finite()) {
+            ks_distance_against_sorted(self.recent.iter().map(|(_, s)| *s), n, calibration)
+        } else {
+            let mut scores: Vec<f64> = self.recent.iter().map(|(_, s)| *s).collect();
+            scores.sort_unstable_by(f64::total_cmp);
+            ks_distance(&scores, calibration)
+        };
         ModelHealth {
             window_frames: n,
             flag_rate: if n == 0 {
@@ -84,6 +88,49 @@ fn ks_distance(a: &[f64], b: &[f64]) -> f64 {
             j += 1;
         }
         d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
+    }
+    d
+}
+
+/// `ks_distance` of `n` finite unsorted values against the sorted `b`,
+/// without sorting them (the sort dominated the monitoring step): each value
+/// is placed by binary search among `b`, and the distance is taken at the
+/// points where it can be largest: every value of `b`, and the largest value
+/// of `a` between two neighbouring values of `b` (between them the
+/// distribution function of `b` is constant and that of `a` rises, so the
+/// gap is largest at that value or at the value of `b` just below, already
+/// counted). The largest gap comes from the same `(i, j)` pair as in the
+/// merge, computed by the same expression: the result is bit-identical.
+fn ks_distance_against_sorted(a: impl Iterator<Item = f64>, n: usize, b: &[f64]) -> f64 {
+    let m = b.len();
+    if n == 0 || m == 0 {
+        return 0.0;
+    }
+    // Key 2p: strictly between b[p - 1] and b[p] (p values of b below);
+    // key 2p + 1: equal to b[p], p the first index of that value.
+    let mut count = vec![0usize; 2 * m + 2];
+    for x in a {
+        let p = b.partition_point(|c| *c < x);
+        count[2 * p + usize::from(p < m && b[p] == x)] += 1;
+    }
+    let gap = |i: usize, j: usize| (i as f64 / n as f64 - j as f64 / m as f64).abs();
+    let mut d = 0.0f64;
+    let mut below = 0; // values of `a` with a key below the current one
+    let mut p = 0;
+    while p <= m {
+        // Values strictly between b[p - 1] and b[p]: p values of b at or below.
+        let between = count[2 * p];
+        if between > 0 {
+            d = d.max(gap(below + between, p));
+        }
+        below += between;
+        if p == m {
+            break;
+        }
+        let next = b.partition_point(|c| *c <= b[p]);
+        below += count[2 * p + 1];
+        d = d.max(gap(below, next));
+        p = next;
     }
     d
 }
@@ -125,6 +172,24 @@ mod tests {
         assert!(fine.score_drift < 0.05 && fine.drift_p_value > 0.5);
         assert!(bad.score_drift > 0.5 && bad.drift_p_value < 1e-6);
         assert_eq!(bad.flag_rate, 0.5);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_sort_free_distance_is_bit_identical_to_the_merge(
+            a in proptest::collection::vec(-20i32..20, 0..60),
+            b in proptest::collection::vec(-20i32..20, 0..30),
+            scale in proptest::prop_oneof![proptest::strategy::Just(1.0), 0.1f64..3.0],
+        ) {
+            // Small integers give many ties within and between the samples.
+            let a: Vec<f64> = a.into_iter().map(|x| f64::from(x) * scale).collect();
+            let mut b: Vec<f64> = b.into_iter().map(|x| f64::from(x) * scale).collect();
+            b.sort_unstable_by(f64::total_cmp);
+            let mut sorted = a.clone();
+            sorted.sort_unstable_by(f64::total_cmp);
+            let fast = ks_distance_against_sorted(a.iter().copied(), a.len(), &b);
+            proptest::prop_assert_eq!(fast.to_bits(), ks_distance(&sorted, &b).to_bits());
+        }
     }
 
     #[test]

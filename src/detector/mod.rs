@@ -32,5 +32,6 @@ pub use state::{Detector, DetectorError, Phase};
 
 /// Version of the numbers this detector produces; part of the snapshot
 /// envelope. Bump it whenever a change could alter a score, threshold or
-/// fitted model for the same input.
-pub const ALGORITHM_VERSION: &str = "robust-pca-t2spe-conformal/1";
+/// fitted model for the same input. 2: levels may be held while an alarm is
+/// open (`hold_level_during_alarm`), and the settings carry that field.
+pub const ALGORITHM_VERSION: &str = "robust-pca-t2spe-conformal/2";

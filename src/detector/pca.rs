@@ -152,16 +152,22 @@ impl PcaModel {
         (s.t2, s.spe)
     }
 
-    /// Scores one finite row of `width` values.
-    pub fn score(&self, row: &[f64]) -> FrameScore {
+    /// T-squared and SPE of one finite row of `width` values, leaving the
+    /// centred row and the component scores in `scratch` (no allocation once
+    /// it has grown to size): the per-frame path, which needs
+    /// `contributions` only for the frames it flags.
+    pub fn statistics(&self, row: &[f64], scratch: &mut Scratch) -> (f64, f64) {
         let width = self.width();
         let k = self.retained();
-        let mut centred = vec![0.0; width];
-        self.scaler.transform_into(row, &mut centred);
+        let Scratch { centred, t, .. } = scratch;
+        centred.clear();
+        centred.resize(width, 0.0);
+        self.scaler.transform_into(row, centred);
         for (c, m) in centred.iter_mut().zip(&self.mean) {
             *c -= m;
         }
-        let mut t = vec![0.0; k];
+        t.clear();
+        t.resize(k, 0.0);
         for (j, c) in centred.iter().enumerate() {
             for (comp, tc) in t.iter_mut().enumerate() {
                 *tc += self.loadings[j * k + comp] * c;
@@ -173,29 +179,75 @@ impl PcaModel {
             .map(|(tc, l)| tc * tc / l)
             .sum();
         let mut spe = 0.0;
-        let mut contributions = vec![0.0; width];
         for j in 0..width {
-            let row_loadings = &self.loadings[j * k..(j + 1) * k];
-            let projected: f64 = row_loadings.iter().zip(&t).map(|(p, tc)| p * tc).sum();
-            let residual = centred[j] - projected;
+            let residual = self.residual(j, centred, t);
             spe += residual * residual;
-            // Each reading's share of T-squared: its centred value times its
-            // weight in the whitened scores; these shares add up to T-squared.
-            let t2_share: f64 = row_loadings
-                .iter()
-                .zip(&t)
-                .zip(&self.eigenvalues)
-                .map(|((p, tc), l)| p * tc / l)
-                .sum::<f64>()
-                * centred[j];
-            contributions[j] = t2_share / self.t2_norm + residual * residual / self.spe_norm;
         }
+        (t2, spe)
+    }
+
+    fn residual(&self, j: usize, centred: &[f64], t: &[f64]) -> f64 {
+        let k = self.retained();
+        let row_loadings = &self.loadings[j * k..(j + 1) * k];
+        let projected: f64 = row_loadings.iter().zip(t).map(|(p, tc)| p * tc).sum();
+        centred[j] - projected
+    }
+
+    /// The combined score of the statistics.
+    pub fn combine(&self, t2: f64, spe: f64) -> f64 {
+        t2 / self.t2_norm + spe / self.spe_norm
+    }
+
+    /// Each reading's share of the combined score of the row `statistics`
+    /// last saw in `scratch`; the shares add up to the combined score.
+    pub fn contributions(&self, scratch: &Scratch) -> Vec<f64> {
+        let k = self.retained();
+        let Scratch { centred, t, .. } = scratch;
+        (0..self.width())
+            .map(|j| {
+                let row_loadings = &self.loadings[j * k..(j + 1) * k];
+                let residual = self.residual(j, centred, t);
+                // Each reading's share of T-squared: its centred value times its
+                // weight in the whitened scores; these shares add up to T-squared.
+                let t2_share: f64 = row_loadings
+                    .iter()
+                    .zip(t)
+                    .zip(&self.eigenvalues)
+                    .map(|((p, tc), l)| p * tc / l)
+                    .sum::<f64>()
+                    * centred[j];
+                t2_share / self.t2_norm + residual * residual / self.spe_norm
+            })
+            .collect()
+    }
+
+    /// Scores one finite row of `width` values.
+    pub fn score(&self, row: &[f64]) -> FrameScore {
+        let mut scratch = Scratch::default();
+        let (t2, spe) = self.statistics(row, &mut scratch);
         FrameScore {
             t2,
             spe,
-            combined: t2 / self.t2_norm + spe / self.spe_norm,
-            contributions,
+            combined: self.combine(t2, spe),
+            contributions: self.contributions(&scratch),
         }
+    }
+}
+
+/// Working memory of `PcaModel::statistics`: not part of any model or
+/// snapshot, and equal to every other (it holds nothing between frames that
+/// a result depends on).
+#[derive(Debug, Clone, Default)]
+pub struct Scratch {
+    centred: Vec<f64>,
+    t: Vec<f64>,
+    /// The frame's features, for the caller.
+    pub features: Vec<f64>,
+}
+
+impl PartialEq for Scratch {
+    fn eq(&self, _: &Self) -> bool {
+        true
     }
 }
 

@@ -34,6 +34,11 @@ pub struct DetectorSettings {
     /// (absent: raw values, a purely static model).
     #[serde(default)]
     pub level_tracking: Option<LevelTracking>,
+    /// Keep the tracked levels where they are while an alarm is open, so a
+    /// fault that lasts is not learned as the new normal (no effect without
+    /// `level_tracking`).
+    #[serde(default)]
+    pub hold_level_during_alarm: bool,
     /// Monitored frames the model-health figures look back over.
     #[serde(default = "default_health_window")]
     pub health_window: usize,
@@ -104,6 +109,7 @@ impl Default for DetectorSettings {
             feature_smoothing: default_score_smoothing(),
             score_smoothing: default_score_smoothing(),
             level_tracking: None,
+            hold_level_during_alarm: false,
             health_window: default_health_window(),
             health_refresh_frames: default_health_refresh_frames(),
         }

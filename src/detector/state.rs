@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     AlarmState, Calibration, DetectorSettings, Evidence, Features, HealthWindow, ModelHealth,
-    Outcome, PcaModel, Rejection, RobustScaler, Scored,
+    Outcome, PcaModel, Rejection, RobustScaler, Scored, pca::Scratch,
 };
 use crate::{align::Frame, config::FieldErrors};
 
@@ -66,6 +66,8 @@ struct Fitted {
     calibration: Calibration,
     /// The moving average of scores, carried from calibration into monitoring.
     smoothed: Option<f64>,
+    #[serde(skip)]
+    scratch: Scratch,
 }
 
 impl Detector {
@@ -207,7 +209,11 @@ impl Detector {
             self.settings.level_tracking.clone(),
             &spread,
         );
-        let training: Vec<Vec<f64>> = self.training.iter().map(|row| features.next(row)).collect();
+        let training: Vec<Vec<f64>> = self
+            .training
+            .iter()
+            .map(|row| features.next(row, false))
+            .collect();
         let model = PcaModel::fit(&training, self.width, self.settings.explained_variance);
         let weight = self.settings.score_smoothing;
         let mut smoothed = None;
@@ -215,7 +221,11 @@ impl Detector {
             .calibration
             .iter()
             .map(|row| {
-                let s = ewma(smoothed, model.score(&features.next(row)).combined, weight);
+                let s = ewma(
+                    smoothed,
+                    model.score(&features.next(row, false)).combined,
+                    weight,
+                );
                 smoothed = Some(s);
                 s
             })
@@ -226,6 +236,7 @@ impl Detector {
             model,
             calibration,
             smoothed,
+            scratch: Scratch::default(),
         });
         self.training = Vec::new();
         self.calibration = Vec::new();
@@ -240,12 +251,17 @@ impl Detector {
                 phase_changed: false,
             };
         };
-        let frame_score = fitted.model.score(&fitted.features.next(&frame.values));
-        let score = ewma(
-            fitted.smoothed,
-            frame_score.combined,
-            self.settings.score_smoothing,
-        );
+        // Decided on the alarm as it stood before this frame: the frame that
+        // opens an alarm still moves the level, the one that closes it not.
+        let hold = self.settings.hold_level_during_alarm && self.alarm.is_open();
+        let mut features = std::mem::take(&mut fitted.scratch.features);
+        fitted
+            .features
+            .next_into(&frame.values, hold, &mut features);
+        let (t2, spe) = fitted.model.statistics(&features, &mut fitted.scratch);
+        fitted.scratch.features = features;
+        let raw_score = fitted.model.combine(t2, spe);
+        let score = ewma(fitted.smoothed, raw_score, self.settings.score_smoothing);
         fitted.smoothed = Some(score);
         let threshold = fitted.calibration.threshold;
         let p_value = fitted.calibration.p_value(score);
@@ -272,13 +288,13 @@ impl Detector {
             score,
             threshold,
             p_value,
-            contributions: frame_score.contributions,
+            contributions: fitted.model.contributions(&fitted.scratch),
             alarm_seq: self.alarm.open_seq(),
         });
         Outcome::Scored(Box::new(Scored {
             ts: frame.ts,
             score,
-            raw_score: frame_score.combined,
+            raw_score,
             threshold,
             p_value,
             flagged,

@@ -322,6 +322,95 @@ fn model_health_reports_drift_when_the_process_shifts() {
     );
 }
 
+/// Student's t with 3 degrees of freedom, scaled to unit variance: tails
+/// far heavier than the normal law's (finite variance, infinite kurtosis).
+fn student_t3(rng: &mut Rng) -> f64 {
+    let chi2: f64 = (0..3).map(|_| rng.normal().powi(2)).sum();
+    rng.normal() / (chi2 / 3.0).sqrt() / 3.0f64.sqrt()
+}
+
+fn tracking_settings(
+    training: usize,
+    calibration: usize,
+    rate: f64,
+    hold: bool,
+) -> DetectorSettings {
+    DetectorSettings {
+        level_tracking: Some(LevelTracking {
+            weight: 0.05,
+            clip: 0.5,
+        }),
+        hold_level_during_alarm: hold,
+        feature_smoothing: 0.5,
+        ..settings(training, calibration, rate)
+    }
+}
+
+#[test]
+fn calibrated_false_alarm_rate_with_held_tracked_levels_on_heavy_tailed_noise_is_within_two_points()
+{
+    // Heavy tails and the moving level make the scores non-Gaussian and
+    // serially dependent; the conformal threshold needs neither. Tolerance:
+    // three conditional standard deviations (0.015 at a = 0.05, n = 2000)
+    // plus half a point for the dependence between neighbouring frames.
+    let rate = 0.05;
+    for (seed, heavy) in [(11, true), (12, false)] {
+        let mut rng = Rng(seed);
+        let mut detector = Detector::new(tracking_settings(500, 2000, rate, true), 3).unwrap();
+        let (mut flagged, mut scored) = (0usize, 0usize);
+        for i in 0..2500 + 20_000 {
+            let mut f = gaussian_frame(&mut rng, i);
+            if heavy {
+                for v in &mut f.values {
+                    *v += student_t3(&mut rng);
+                }
+            }
+            if let Outcome::Scored(s) = detector.process_and_fit(&f) {
+                assert!(s.score.is_finite() && s.p_value.is_finite());
+                flagged += usize::from(s.flagged);
+                scored += 1;
+            }
+        }
+        let observed = flagged as f64 / scored as f64;
+        assert!(
+            (observed - rate).abs() < 0.02,
+            "heavy tails {heavy}: observed false-alarm rate {observed}"
+        );
+    }
+}
+
+#[test]
+fn a_held_level_keeps_a_sustained_step_alarmed_that_a_following_level_absorbs() {
+    let run = |hold: bool| {
+        let mut rng = Rng(21);
+        let mut s = tracking_settings(300, 200, 0.01, hold);
+        s.alarm = AlarmRule {
+            open_k: 3,
+            open_n: 5,
+            close_m: 10,
+        };
+        let mut detector = Detector::new(s, 3).unwrap();
+        let mut open_during_step = 0;
+        for i in 0..1500 {
+            let mut f = gaussian_frame(&mut rng, i);
+            if (700..1100).contains(&i) {
+                f.values[2] += 2.0;
+            }
+            detector.process_and_fit(&f);
+            if (700..1100).contains(&i) {
+                open_during_step += usize::from(detector.alarm_open());
+            }
+        }
+        open_during_step
+    };
+    let (held, followed) = (run(true), run(false));
+    assert!(
+        held > 380,
+        "held level: alarm open on {held} of 400 step frames"
+    );
+    assert!(followed < 300, "followed level: {followed} of 400");
+}
+
 fn stream(seed: u64, len: usize) -> Vec<Frame> {
     let mut rng = Rng(seed);
     (0..len)
@@ -356,6 +445,7 @@ fn snapshot_settings() -> DetectorSettings {
             weight: 0.05,
             clip: 2.0,
         }),
+        hold_level_during_alarm: true,
         health_window: 10,
         health_refresh_frames: 7,
         ..DetectorSettings::default()

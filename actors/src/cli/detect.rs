@@ -52,10 +52,11 @@ pub fn run(args: DetectArgs) -> anyhow::Result<()> {
         delimiter,
         time_column: args.time_column,
     };
-    let records = replay(&config, BufReader::new(file), &options)
+    // Streams: one row in, one record out, nothing kept but the detector.
+    let records = replay(&config, BufReader::with_capacity(1 << 16, file), &options)
         .with_context(|| format!("replaying {}", args.csv.display()))?;
     let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     if !args.json {
         writeln!(
             out,
@@ -65,7 +66,7 @@ pub fn run(args: DetectArgs) -> anyhow::Result<()> {
     for record in records {
         let record = record.with_context(|| format!("replaying {}", args.csv.display()))?;
         if args.json {
-            serde_json::to_writer(&mut out, &record)?;
+            record.write_json(&mut out)?;
             writeln!(out)?;
         } else {
             write_row(&mut out, &record)?;
