@@ -636,3 +636,40 @@ async fn a_lone_checkpoint_on_a_locked_row_times_out_and_commits_after_the_lock(
     );
     assert_eq!(writer.token(), next.token);
 }
+
+/// A worker frozen inside an evidence transaction (SIGSTOP, a stalled host)
+/// holds the row lock without sending anything. The server ends its session
+/// after the pool's bound, so a successor's checkpoint commits instead of
+/// waiting for as long as the holder stays frozen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_lock_holder_loses_its_session_and_cannot_block_a_takeover() {
+    let fx = fixture("frozen_holder").await;
+    let writer = fx.claim("worker-a").await;
+    let frozen_pool = store::connect(&fx.db.url, 1, Duration::from_millis(800))
+        .await
+        .unwrap();
+    let mut frozen = store::checkout(&frozen_pool).await.unwrap();
+    frozen.batch_execute("BEGIN").await.unwrap();
+    diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
+        .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+        .execute(&mut *frozen)
+        .await
+        .unwrap();
+
+    // The successor waits on the lock with the fixture's 30 s statement
+    // bound: only the holder's idle bound can free the row well before.
+    let successor = fx.store("worker-b").resume(fx.service_id, writer.token());
+    let next = fx.sealed(5, at(5));
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        successor.checkpoint(&next, &results(5, 2)),
+    )
+    .await
+    .expect("the takeover waited for the frozen holder");
+    committed(outcome);
+    assert_eq!(fx.row_signature().await.unwrap(), next.bytes.signature);
+    assert!(
+        frozen.batch_execute("SELECT 1").await.is_err(),
+        "the frozen holder's session was ended"
+    );
+}

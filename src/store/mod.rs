@@ -47,9 +47,9 @@ pub use status::{StatusRow, list_status};
 pub use stored::StoredSnapshot;
 
 /// One pool per process. Every connection bounds each of its statements,
-/// lock waits included, by the pool's statement timeout (set once per
-/// session when the connection is made, so no transaction spends a round
-/// trip on it).
+/// lock waits included, and every idle pause inside a transaction by the
+/// pool's statement timeout (set once per session when the connection is
+/// made, so no transaction spends a round trip on it).
 #[derive(Clone)]
 pub struct Pool {
     connections: deadpool::Pool<AsyncPgConnection>,
@@ -81,9 +81,16 @@ pub async fn connect(
         let url = url.to_string();
         Box::pin(async move {
             let mut conn = AsyncPgConnection::establish(&url).await?;
-            conn.batch_execute(&format!("SET statement_timeout = {ms}"))
-                .await
-                .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
+            // A writer frozen inside a transaction (SIGSTOP, a stalled
+            // host) would hold the snapshot row lock for as long as it is
+            // frozen and block every takeover: the server ends a session
+            // that sits idle inside a transaction for longer than a statement
+            // may run.
+            conn.batch_execute(&format!(
+                "SET statement_timeout = {ms}; SET idle_in_transaction_session_timeout = {ms}"
+            ))
+            .await
+            .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
             Ok(conn)
         })
     });
