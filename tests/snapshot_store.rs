@@ -440,7 +440,7 @@ async fn a_restored_writer_continues_the_chain_and_evidence_is_not_duplicated() 
 
     let store = fx.store("worker-b");
     let row = store.load_snapshot(fx.service_id).await.unwrap().unwrap();
-    assert_eq!(row.writer_id, "worker-a");
+    assert_eq!(row.writer_id(), "worker-a");
     let LoadOutcome::Restored(restored) = row.open(&fx.binding, &key()) else {
         panic!("not restored");
     };
@@ -595,9 +595,9 @@ struct Shown {
     statement_timeout: String,
 }
 
-/// A checkpoint with no results is one autocommit statement: on a locked
-/// row it fails at the statement timeout, changes nothing, and the same
-/// writer commits once the row is free.
+/// A checkpoint with no results, on a locked row, fails at the statement
+/// timeout, changes nothing, and the same writer commits once the row is
+/// free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_checkpoint_on_a_locked_row_times_out_and_commits_after_the_lock() {
     let fx = fixture("lone_checkpoint").await;
@@ -672,4 +672,67 @@ async fn a_frozen_lock_holder_loses_its_session_and_cannot_block_a_takeover() {
         frozen.batch_execute("SELECT 1").await.is_err(),
         "the frozen holder's session was ended"
     );
+}
+
+/// A database writer without the key cannot forge a snapshot, but it can
+/// write back an older row of the same monitor that is validly signed. The
+/// ledger, written in each checkpoint's transaction, names the newest
+/// commit: the older row verifies yet is refused as a replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_validly_signed_row_written_back_is_refused_as_a_replay() {
+    let fx = fixture("replay").await;
+    let writer = fx.claim("worker-a").await;
+    let writer = committed(
+        writer
+            .checkpoint(&fx.sealed(270, at(270)), &PendingResults::default())
+            .await,
+    );
+    let mut conn = fx.conn().await;
+    diesel::sql_query(
+        "CREATE TEMP TABLE older AS SELECT * FROM radar_runtime_checkpoints WHERE service_id = $1",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let writer = committed(
+        writer
+            .checkpoint(&fx.sealed(620, at(620)), &results(600, 2))
+            .await,
+    );
+    drop(writer);
+    diesel::sql_query(
+        "UPDATE radar_runtime_checkpoints c SET envelope = o.envelope, \
+         processed_count = o.processed_count, observation_history_len = o.observation_history_len, \
+         saved_at = o.saved_at, payload_sha256 = o.payload_sha256, signature = o.signature, \
+         payload = o.payload FROM older o WHERE c.service_id = o.service_id",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let row = fx
+        .store("worker-b")
+        .load_snapshot(fx.service_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.ledger_sequence(), Some(3), "claim + two checkpoints");
+    let LoadOutcome::Corrupted(refused) = row.open(&fx.binding, &key()) else {
+        panic!("the replayed row was not refused");
+    };
+    assert!(
+        matches!(
+            refused.reason,
+            radar::snapshot::CorruptReason::Replayed { latest: Some(3) }
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("older signed snapshot"),
+        "{refused}"
+    );
+    let inspection = row.inspect(&fx.binding, &key());
+    assert_eq!(inspection.exit_code(), 2);
+    assert_eq!(inspection.reason_code, Some("replayed"));
 }
