@@ -209,7 +209,7 @@ impl ModelActor {
             }),
             Err(error) => {
                 tracing::error!(monitor_id = %self.core.service_id(), %error, "Could not seal a snapshot.");
-                self.policy.failed(attempt, Some(trigger));
+                self.policy.failed(attempt, Some(trigger), Instant::now());
             }
         }
     }
@@ -422,7 +422,7 @@ impl Handler<CommitReport> for ModelActor {
                 self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         } else {
-            self.policy.failed(msg.attempt, msg.trigger);
+            self.policy.failed(msg.attempt, msg.trigger, Instant::now());
         }
         self.publish();
     }

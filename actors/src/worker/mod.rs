@@ -22,7 +22,7 @@ use anyhow::Context as _;
 use radar::{
     config::Settings,
     mqtt::Backoff,
-    runtime::CheckpointLimits,
+    runtime::{CheckpointLimits, RetryBackoff},
     snapshot::CheckpointKey,
     store::{self, CheckpointStore, GraphStore, MonitorRow, Services, StoreError},
     telemetry::Telemetry,
@@ -114,9 +114,6 @@ pub fn run(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode> {
 
 async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode> {
     let worker_id = settings.worker_id();
-    store::check_schema(&settings.database_url)
-        .await
-        .context("checking the database schema")?;
     let (secret, source) = settings.checkpoint_key()?;
     let key = Arc::new(CheckpointKey::new(secret.expose().to_vec()));
     tracing::info!(
@@ -140,13 +137,18 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
     let server_handle = server.handle();
     actix_rt::spawn(server);
     tracing::info!(addr = %settings.metrics_addr, "Serving /metrics, /healthz and /readyz.");
-    let pool = store::connect(
-        &settings.database_url,
-        POOL_SIZE,
-        settings.checkpoint_timeout(),
-    )
-    .await
-    .context("connecting to PostgreSQL")?;
+    let pool = {
+        let stop = shutdown_signal();
+        tokio::pin!(stop);
+        tokio::select! {
+            pool = wait_for_database(&settings, telemetry.board()) => pool?,
+            signal = &mut stop => {
+                tracing::info!(signal, "Stopped while waiting for PostgreSQL; nothing was started.");
+                server_handle.stop(true).await;
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    };
     let store = settings
         .db_write_enabled
         .then(|| CheckpointStore::new(pool.clone(), worker_id.clone()));
@@ -261,6 +263,49 @@ impl RunningWorker {
     pub fn release(self) {
         for arbiter in &self.arbiters {
             arbiter.stop();
+        }
+    }
+}
+
+/// Why the worker is not ready while it waits for the database.
+const DATABASE_UNAVAILABLE: &str = "database_unavailable";
+
+/// Checks the schema and builds the pool, waiting (not ready, retrying
+/// with pauses that double up to 30 s) while PostgreSQL cannot be reached:
+/// a worker started during a database outage starts when it answers. A
+/// schema this binary cannot run on is an error at once.
+async fn wait_for_database(
+    settings: &Settings,
+    board: &radar::telemetry::Board,
+) -> anyhow::Result<store::Pool> {
+    let timeout = settings.checkpoint_timeout();
+    let mut backoff = RetryBackoff::new(Duration::from_secs(30));
+    loop {
+        let attempt = async {
+            tokio::time::timeout(timeout, store::check_schema(&settings.database_url))
+                .await
+                .unwrap_or(Err(StoreError::Timeout {
+                    seconds: timeout.as_secs(),
+                }))?;
+            store::connect(&settings.database_url, POOL_SIZE, timeout).await
+        };
+        match attempt.await {
+            Ok(pool) => {
+                if board.release(DATABASE_UNAVAILABLE) {
+                    tracing::info!("PostgreSQL answers; starting the monitors.");
+                }
+                return Ok(pool);
+            }
+            Err(
+                e @ (StoreError::Connect(_) | StoreError::Timeout { .. } | StoreError::Pool(_)),
+            ) => {
+                let pause = backoff.failed(std::time::Instant::now());
+                let detail = format!("PostgreSQL cannot be reached: {e}");
+                tracing::warn!(error = %e, retry_in_seconds = pause.as_secs(), "PostgreSQL cannot be reached; the worker is not ready and starts no monitor until it answers.");
+                board.hold(DATABASE_UNAVAILABLE, detail);
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => return Err(e).context("checking the database schema"),
         }
     }
 }
