@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::stored::{LedgerEntry, SnapshotColumns, StoredSnapshot};
 use super::{
     Pool, StoreError, checkout,
-    evidence::{PendingResults, insert_results},
+    evidence::{AlarmReconciliation, PendingResults, close_orphaned_alarms, insert_results},
     fence::Fence,
     health::HealthReporter,
     schema::{radar_checkpoint_ledger as ledger, radar_runtime_checkpoints as rows},
@@ -65,6 +65,13 @@ pub enum WriteOutcome {
         writer: CheckpointWriter,
         error: StoreError,
     },
+    OwnershipLost(OwnershipLost),
+}
+
+/// Why the alarm reconciliation of a (re)started monitor did not happen.
+#[derive(Debug)]
+pub enum ReconcileError {
+    Failed(StoreError),
     OwnershipLost(OwnershipLost),
 }
 
@@ -440,6 +447,53 @@ impl CheckpointWriter {
                 writer: self,
                 error,
             },
+        }
+    }
+
+    /// After the first commit of a (re)started monitor: closes the alarms
+    /// its detector does not know (all open ones but `keep_open`, the
+    /// restored detector's own) and reads the highest stored alarm number,
+    /// under the row lock and this writer's signature, like an evidence
+    /// batch.
+    pub async fn reconcile_alarms(
+        self,
+        keep_open: Option<DateTime<Utc>>,
+    ) -> Result<(Self, AlarmReconciliation), ReconcileError> {
+        if self.fence.is_lost() {
+            return Err(ReconcileError::OwnershipLost(
+                self.lose(WriteKind::EvidenceBatch),
+            ));
+        }
+        let accepted = self.fence.accepted(false);
+        let store = &self.store;
+        let result = store
+            .bounded(async {
+                let mut conn = checkout(&store.pool).await?;
+                let outcome = conn
+                    .transaction::<_, TxError, _>(async |conn| {
+                        let signature: Option<Vec<u8>> = rows::table
+                            .find(self.service_id)
+                            .select(rows::signature)
+                            .for_update()
+                            .first(conn)
+                            .await
+                            .optional()?;
+                        let Some(held) = signature.filter(|s| accepted.contains(s)) else {
+                            return Err(TxError::Refused);
+                        };
+                        Ok(close_orphaned_alarms(conn, self.service_id, &held, keep_open).await?)
+                    })
+                    .await;
+                Ok(outcome)
+            })
+            .await;
+        match result {
+            Ok(Ok(found)) => Ok((self, found)),
+            Ok(Err(TxError::Refused)) => Err(ReconcileError::OwnershipLost(
+                self.lose(WriteKind::EvidenceBatch),
+            )),
+            Ok(Err(TxError::Db(e))) => Err(ReconcileError::Failed(self.store.db_error(e))),
+            Err(error) => Err(ReconcileError::Failed(error)),
         }
     }
 

@@ -32,10 +32,11 @@ use diesel_async::{
 };
 
 pub use checkpoints::{
-    CheckpointStore, CheckpointWriter, Claim, OwnershipLost, WriteKind, WriteOutcome,
+    CheckpointStore, CheckpointWriter, Claim, OwnershipLost, ReconcileError, WriteKind,
+    WriteOutcome,
 };
 pub use error::StoreError;
-pub use evidence::{AlarmRecord, EvidenceRecord, PendingResults};
+pub use evidence::{AlarmReconciliation, AlarmRecord, EvidenceRecord, PendingResults};
 pub use graphs::{
     Activated, Admission, AdmissionRefusal, FailureRecord, GraphStore, GraphStoreError, PlanChange,
     PublishPlan, RetriedFailure, RevisionRow, RunInspection, RunRow, RunSummary, StopOutcome,

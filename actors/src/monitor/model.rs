@@ -28,8 +28,8 @@ use super::{
     MonitorActor,
     checkpoint::CheckpointActor,
     messages::{
-        AttachInput, CommitReport, Connection, Halt, InputDrained, NewResults, Quarantined,
-        SealNow, SealedNow, SnapshotReady,
+        AttachInput, CommitReport, Connection, ContinueAlarms, Halt, InputDrained, NewResults,
+        Quarantined, SealNow, SealedNow, SnapshotReady,
     },
     view::ModelView,
 };
@@ -404,6 +404,14 @@ impl Handler<SealNow> for ModelActor {
         let (_, attempt) = self.policy.started(Instant::now());
         let sealed = self.seal()?;
         Ok(SealedNow { sealed, attempt })
+    }
+}
+
+impl Handler<ContinueAlarms> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ContinueAlarms, _: &mut Self::Context) {
+        self.core.continue_alarms_after(msg.after);
     }
 }
 
