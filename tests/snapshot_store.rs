@@ -394,7 +394,8 @@ async fn a_heartbeat_lands_while_an_evidence_batch_waits_for_the_row_lock() {
         tokio::task::yield_now().await;
     }
 
-    // The heartbeat does not wait for the lock.
+    // The heartbeat does not wait for the lock. Its writer's clock says
+    // September (at(50)); the row is stamped with the database's clock.
     let beat = at(50);
     let HealthOutcome::Written(_) = reporter.report(&health("running", beat)).await else {
         panic!("the heartbeat was refused");
@@ -403,17 +404,27 @@ async fn a_heartbeat_lands_while_an_evidence_batch_waits_for_the_row_lock() {
     struct Beat {
         #[diesel(sql_type = Timestamptz)]
         heartbeat_at: DateTime<Utc>,
+        #[diesel(sql_type = Timestamptz)]
+        last_checkpoint_at: DateTime<Utc>,
     }
     let seen: Beat = diesel::sql_query(
-        "SELECT heartbeat_at FROM radar_operational_status WHERE service_id = $1",
+        "SELECT heartbeat_at, last_checkpoint_at FROM radar_operational_status WHERE service_id = $1",
     )
     .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
     .get_result(&mut fx.conn().await)
     .await
     .unwrap();
+    let database_now = store::read_clock(&fx.pool).await.unwrap().database_now;
+    assert!(
+        (database_now - seen.heartbeat_at).num_seconds().abs() <= 10,
+        "the heartbeat is visible to other sessions, stamped on the database's clock \
+         (not the writer's {beat}): {}",
+        seen.heartbeat_at
+    );
     assert_eq!(
-        seen.heartbeat_at, beat,
-        "the heartbeat is visible to other sessions"
+        seen.heartbeat_at - seen.last_checkpoint_at,
+        beat - at(0),
+        "the last checkpoint is as old as the writer measured it"
     );
     assert!(!batch.is_finished(), "the evidence batch is still blocked");
     assert!(

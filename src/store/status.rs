@@ -54,6 +54,41 @@ type Joined = (
     )>,
 );
 
+/// How this process's clock compares with the database's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockReading {
+    /// The database's `now()`.
+    pub database_now: DateTime<Utc>,
+    /// Database time minus this process's time, taken at the midpoint of
+    /// the round trip.
+    pub offset: chrono::TimeDelta,
+    /// Half the round trip: the offset is known only this precisely.
+    pub uncertainty: chrono::TimeDelta,
+}
+
+#[derive(diesel::QueryableByName)]
+struct Now {
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    now: DateTime<Utc>,
+}
+
+/// Reads the database's clock. Ages in `radar status` are measured on it,
+/// and a worker compares its own clock with it.
+pub async fn read_clock(pool: &Pool) -> Result<ClockReading, StoreError> {
+    let mut conn = checkout(pool).await?;
+    let sent = Utc::now();
+    let Now { now } = diesel::sql_query("SELECT now() AS now")
+        .get_result(&mut conn)
+        .await?;
+    let received = Utc::now();
+    let uncertainty = (received - sent) / 2;
+    Ok(ClockReading {
+        database_now: now,
+        offset: now - (sent + uncertainty),
+        uncertainty,
+    })
+}
+
 /// Every monitor with its status, active ones first, by name.
 pub async fn list_status(pool: &Pool, include_retired: bool) -> Result<Vec<StatusRow>, StoreError> {
     let mut conn = checkout(pool).await?;

@@ -149,6 +149,7 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
             }
         }
     };
+    actix_rt::spawn(watch_clock(pool.clone(), telemetry.board().clone()));
     let store = settings
         .db_write_enabled
         .then(|| CheckpointStore::new(pool.clone(), worker_id.clone()));
@@ -307,6 +308,51 @@ async fn wait_for_database(
             }
             Err(e) => return Err(e).context("checking the database schema"),
         }
+    }
+}
+
+/// Why the worker is not ready while its clock disagrees with the database's.
+const CLOCK_SKEW: &str = "clock_skew";
+/// How far this worker's clock may be from the database's. Source times
+/// are judged on this clock (freshness, age, future tolerance), so an
+/// offset beyond a few seconds rejects or admits input wrongly.
+const CLOCK_TOLERANCE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// Compares this worker's clock with the database's, now and every 10 s:
+/// while they disagree by more than the tolerance (beyond what the round
+/// trip leaves uncertain) the worker is not ready and says so once.
+async fn watch_clock(pool: store::Pool, board: radar::telemetry::Board) {
+    loop {
+        match store::read_clock(&pool).await {
+            Ok(reading) => {
+                let off = reading.offset.abs() - reading.uncertainty;
+                if off > CLOCK_TOLERANCE {
+                    let seconds = reading.offset.num_milliseconds() as f64 / 1000.0;
+                    let (how, by) = if seconds < 0.0 {
+                        ("ahead of", -seconds)
+                    } else {
+                        ("behind", seconds)
+                    };
+                    let detail = format!(
+                        "this worker's clock is {by:.1} s {how} PostgreSQL's; source times are \
+                         judged on it, so fix the host's time synchronization (NTP)"
+                    );
+                    if !board.release(CLOCK_SKEW) {
+                        tracing::error!(
+                            offset_seconds = seconds,
+                            "{detail}; the worker reports not ready until the clocks agree."
+                        );
+                    }
+                    board.hold(CLOCK_SKEW, detail);
+                } else if board.release(CLOCK_SKEW) {
+                    tracing::info!("This worker's clock agrees with PostgreSQL's again.");
+                }
+            }
+            // The database being away is reported by the writes that fail.
+            Err(e) => tracing::debug!(error = %e, "Could not read the database's clock."),
+        }
+        tokio::time::sleep(CLOCK_CHECK_EVERY).await;
     }
 }
 
