@@ -134,7 +134,7 @@ impl CheckpointStore {
         &self.writer_id
     }
 
-    pub(super) fn pool(&self) -> &Pool {
+    pub fn pool(&self) -> &Pool {
         &self.pool
     }
 

@@ -44,7 +44,7 @@ pub use graphs::{
 pub use health::{HealthOutcome, HealthRecord, HealthReporter};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};
-pub use status::{ClockReading, StatusRow, list_status, read_clock};
+pub use status::{ClockReading, StatusRow, list_status, read_clock, without_live_owner};
 pub use stored::StoredSnapshot;
 
 /// One pool per process. Every connection bounds each of its statements,
