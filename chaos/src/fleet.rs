@@ -163,11 +163,26 @@ impl Worker {
 
     /// SIGTERM: the worker stops ingestion, commits and exits by itself.
     pub fn term(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// SIGSTOP: the worker freezes wherever it is (mid-transaction too),
+    /// a zombie writer once a successor takes over.
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Worker::freeze`].
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: i32) {
         if let Some(child) = &self.child {
             let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
             // SAFETY: kill has no memory preconditions.
             unsafe {
-                libc::kill(pid, libc::SIGTERM);
+                libc::kill(pid, signal);
             }
         }
     }
@@ -179,6 +194,9 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        // A frozen process would not die of SIGKILL any later, but a
+        // continued one leaves no stopped zombie behind either way.
+        self.thaw();
         self.kill9();
     }
 }

@@ -230,6 +230,7 @@ async fn run(args: Args) -> Result<bool> {
         writes: observe::audited_writes(&db_url).await?,
         final_evidence: observe::evidence_rows(&db_url).await?,
         final_alarms: observe::alarm_rows(&db_url).await?,
+        alarm_rows: observe::alarm_table(&db_url).await?,
         sampled_evidence: samples.evidence,
         published,
         status: samples.status,

@@ -1,6 +1,6 @@
-//! The fault loop: one worker per shard normally; faults kill or stop
-//! workers, start overlapping ones, restart the broker and stop, crash or
-//! pause PostgreSQL. Outages last a random while and may overlap other
+//! The fault loop: one worker per shard normally; faults kill, stop or
+//! freeze workers, start overlapping ones, restart or blackhole the broker
+//! and stop, crash or pause PostgreSQL. Outages last a random while and may overlap other
 //! faults. Then everything is healed and the monitors must resume.
 
 use std::{
@@ -36,24 +36,33 @@ pub enum Fault {
     PgRestart,
     /// SIGSTOP every PostgreSQL process; SIGCONT after a while.
     PgPause,
+    /// SIGSTOP a shard's worker (maybe inside a transaction) and start its
+    /// replacement; SIGCONT the frozen one a while later (a zombie writer
+    /// that must find itself fenced), then SIGTERM it.
+    Freeze,
+    /// Drop every packet to and from the broker's port (iptables, loopback
+    /// only, no reset) for a while.
+    BrokerBlackhole,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 8] = [
         Self::Kill9,
         Self::Sigterm,
         Self::Takeover,
         Self::BrokerRestart,
         Self::PgRestart,
         Self::PgPause,
+        Self::Freeze,
+        Self::BrokerBlackhole,
     ];
 
     /// Relative frequency.
     fn weight(self) -> u64 {
         match self {
             Self::Kill9 | Self::Takeover => 6,
-            Self::Sigterm | Self::BrokerRestart => 4,
-            Self::PgRestart | Self::PgPause => 3,
+            Self::Sigterm | Self::BrokerRestart | Self::Freeze => 4,
+            Self::PgRestart | Self::PgPause | Self::BrokerBlackhole => 3,
         }
     }
 }
@@ -67,6 +76,8 @@ impl fmt::Display for Fault {
             Self::BrokerRestart => "broker_restart",
             Self::PgRestart => "pg_restart",
             Self::PgPause => "pg_pause",
+            Self::Freeze => "freeze",
+            Self::BrokerBlackhole => "broker_blackhole",
         })
     }
 }
@@ -122,6 +133,8 @@ struct Slot {
 /// An old worker on its way out.
 struct Retiring {
     worker: Worker,
+    /// When a frozen worker is continued (then stopped 3 s later).
+    thaw_at: Option<Instant>,
     /// When to stop it (takeover) and how; `None`: already signalled.
     stop_at: Option<(Instant, bool)>,
     /// When it was sent SIGTERM, to kill it if it never exits.
@@ -146,6 +159,8 @@ pub struct Chaos {
     /// Every worker that ever ran, for its log and its end.
     pub finished: Vec<Worker>,
     broker_down: Option<(Instant, Ts)>,
+    /// The broker's port blackholed until then, since then.
+    link_down: Option<(Instant, Ts, Blackhole)>,
     database: Database,
     database_down_since: Option<Ts>,
     rng: Rng,
@@ -193,6 +208,7 @@ impl Chaos {
             retiring: Vec::new(),
             finished: Vec::new(),
             broker_down: None,
+            link_down: None,
             database: Database::Up,
             database_down_since: None,
             rng: Rng::new(seed),
@@ -256,8 +272,10 @@ impl Chaos {
         let applicable: Vec<Fault> = Fault::ALL
             .into_iter()
             .filter(|f| match f {
-                Fault::Kill9 | Fault::Sigterm | Fault::Takeover => has_worker,
-                Fault::BrokerRestart => self.broker_down.is_none(),
+                Fault::Kill9 | Fault::Sigterm | Fault::Takeover | Fault::Freeze => has_worker,
+                Fault::BrokerRestart | Fault::BrokerBlackhole => {
+                    self.broker_down.is_none() && self.link_down.is_none()
+                }
                 Fault::PgRestart | Fault::PgPause => self.database == Database::Up,
             })
             .collect();
@@ -321,6 +339,7 @@ impl Chaos {
                     worker.term();
                     self.retiring.push(Retiring {
                         worker,
+                        thaw_at: None,
                         stop_at: None,
                         termed_at: Some(now),
                     });
@@ -339,11 +358,36 @@ impl Chaos {
                     if let Some(old) = slot.current.replace(newcomer) {
                         self.retiring.push(Retiring {
                             worker: old,
+                            thaw_at: None,
                             stop_at: Some((stop_at, kill)),
                             termed_at: None,
                         });
                     }
                 }
+            }
+            Fault::Freeze => {
+                let Some(shard) = self.live_shard() else {
+                    return Ok(());
+                };
+                let newcomer = self.spawn(shard)?;
+                let thaw_at = now + self.rng.ms(2000, 12000);
+                if let Some(slot) = self.slots.get_mut(&shard) {
+                    slot.respawn_at = None;
+                    if let Some(old) = slot.current.replace(newcomer) {
+                        old.freeze();
+                        self.retiring.push(Retiring {
+                            worker: old,
+                            thaw_at: Some(thaw_at),
+                            stop_at: None,
+                            termed_at: None,
+                        });
+                    }
+                }
+            }
+            Fault::BrokerBlackhole => {
+                let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1);
+                let hole = Blackhole::drop_port(self.broker.port)?;
+                self.link_down = Some((now + down, Utc::now(), hole));
             }
             Fault::BrokerRestart => {
                 let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1.min(4000));
@@ -385,6 +429,13 @@ impl Chaos {
         {
             self.broker_up(since).await?;
         }
+        if self
+            .link_down
+            .as_ref()
+            .is_some_and(|(until, _, _)| now >= *until)
+        {
+            self.link_up()?;
+        }
         match self.database {
             Database::Stopped { until } | Database::Paused { until } if now >= until => {
                 self.database_up().await?;
@@ -407,6 +458,13 @@ impl Chaos {
             }
         }
         for r in &mut self.retiring {
+            if let Some(at) = r.thaw_at
+                && now >= at
+            {
+                r.thaw_at = None;
+                r.worker.thaw();
+                r.stop_at = Some((now + Duration::from_secs(3), false));
+            }
             if let Some((at, kill)) = r.stop_at
                 && now >= at
             {
@@ -486,6 +544,19 @@ impl Chaos {
         Ok(())
     }
 
+    fn link_up(&mut self) -> Result<()> {
+        if let Some((_, since, hole)) = self.link_down.take() {
+            hole.remove()?;
+            self.outages.push(Outage {
+                kind: OutageKind::BrokerLink,
+                from: since,
+                to: Utc::now(),
+                what: format!("broker blackhole at {}", since.format("%H:%M:%S%.3f")),
+            });
+        }
+        Ok(())
+    }
+
     async fn database_up(&mut self) -> Result<()> {
         let what = match self.database {
             Database::Up => return Ok(()),
@@ -519,8 +590,12 @@ impl Chaos {
         if let Some((_, since)) = self.broker_down {
             self.broker_up(since).await?;
         }
+        self.link_up()?;
         self.database_up().await?;
         for r in &mut self.retiring {
+            if r.thaw_at.take().is_some() {
+                r.worker.thaw();
+            }
             if r.worker.alive() {
                 r.worker.term();
                 r.termed_at = Some(Instant::now());
@@ -580,6 +655,7 @@ impl Chaos {
             .collect();
         for w in &mut workers {
             if w.alive() {
+                w.thaw();
                 w.term();
             }
         }
@@ -599,5 +675,75 @@ impl Chaos {
             self.finished.push(w);
         }
         ends
+    }
+}
+
+/// iptables rules that drop every packet to and from one loopback port,
+/// removed by [`Blackhole::remove`] or, at the latest, on drop.
+pub struct Blackhole {
+    port: u16,
+    installed: bool,
+}
+
+impl Blackhole {
+    /// Loopback only, a private port only: the shared services are never touched.
+    fn rules(port: u16) -> [Vec<String>; 2] {
+        let port = port.to_string();
+        ["--dport", "--sport"].map(|dir| {
+            ["INPUT", "-i", "lo", "-p", "tcp", dir, &port, "-j", "DROP"]
+                .map(str::to_string)
+                .to_vec()
+        })
+    }
+
+    fn iptables(action: &str, rule: &[String]) -> Result<()> {
+        let status = std::process::Command::new("iptables")
+            .args(["-w", action])
+            .args(rule)
+            .status()?;
+        anyhow::ensure!(
+            status.success(),
+            "iptables {action} {} failed",
+            rule.join(" ")
+        );
+        Ok(())
+    }
+
+    pub fn drop_port(port: u16) -> Result<Self> {
+        let hole = Self {
+            port,
+            installed: true,
+        };
+        for rule in Self::rules(port) {
+            if let Err(e) = Self::iptables("-I", &rule) {
+                hole.remove()?;
+                return Err(e);
+            }
+        }
+        Ok(hole)
+    }
+
+    pub fn remove(mut self) -> Result<()> {
+        self.installed = false;
+        let mut result = Ok(());
+        for rule in Self::rules(self.port) {
+            // Each rule is removed even if the other was never added.
+            if let Err(e) = Self::iptables("-D", &rule)
+                && result.is_ok()
+            {
+                result = Err(e);
+            }
+        }
+        result
+    }
+}
+
+impl Drop for Blackhole {
+    fn drop(&mut self) {
+        if self.installed {
+            for rule in Self::rules(self.port) {
+                let _ = Self::iptables("-D", &rule);
+            }
+        }
     }
 }

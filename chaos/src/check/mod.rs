@@ -7,14 +7,16 @@
 //! history that it must reject.
 //!
 //! Layout: `fencing` (a), `evidence` (b, c), `counts` (d), `coverage` (e),
-//! `logs` (f, g). Shared here: the observation types, the pairing of each
+//! `logs` (f, g), `alarms` (h, i), `owners` (j). Shared here: the observation types, the pairing of each
 //! restore with the commit that made it effective, and interval arithmetic.
 
+mod alarms;
 mod counts;
 mod coverage;
 mod evidence;
 mod fencing;
 mod logs;
+mod owners;
 #[cfg(test)]
 mod tests;
 
@@ -96,6 +98,19 @@ pub struct StatusSample {
     pub writer: String,
     pub heartbeat_at: Ts,
     pub processed: i64,
+    /// When the driver read it (the driver, the workers and PostgreSQL
+    /// share the host's clock).
+    #[serde(default)]
+    pub sampled_at: Option<Ts>,
+}
+
+/// One row of `radar_alarms` at the end of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlarmRow {
+    pub monitor: Uuid,
+    pub seq: i64,
+    pub opened_at: Ts,
+    pub closed_at: Option<Ts>,
 }
 
 /// One gap of a monitor's final coverage history.
@@ -125,6 +140,9 @@ pub enum OutageKind {
     Broker,
     /// PostgreSQL was stopped or paused: nothing could commit.
     Database,
+    /// The broker's port silently dropped every packet (no reset): the
+    /// connections stay up and deliver late, so no gap is required.
+    BrokerLink,
 }
 
 /// A stretch during which the driver held a service down.
@@ -152,6 +170,9 @@ pub struct Observations {
     pub writes: Vec<Write>,
     pub final_evidence: Vec<ResultRow>,
     pub final_alarms: Vec<ResultRow>,
+    /// The alarm table at the end, with numbers and close times.
+    #[serde(default)]
+    pub alarm_rows: Vec<AlarmRow>,
     /// Evidence rows read while the run went on.
     pub sampled_evidence: Vec<ResultRow>,
     /// Source times (ms) of every frame published, per monitor.
@@ -259,6 +280,9 @@ pub fn check(obs: &Observations) -> Vec<Verdict> {
         coverage::every_interruption_is_a_gap(obs),
         logs::no_panic(obs),
         logs::every_monitor_resumed(obs),
+        alarms::no_orphaned_open_alarm(obs),
+        alarms::alarm_numbers_unique(obs),
+        owners::never_unowned_for_long(obs),
     ]
 }
 

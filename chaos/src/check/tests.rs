@@ -118,6 +118,8 @@ impl Run {
             writer: writer.into(),
             heartbeat_at: t(heartbeat),
             processed,
+            // Read 1 s after it was written.
+            sampled_at: Some(t(heartbeat + 1.0)),
         });
         self
     }
@@ -154,6 +156,20 @@ fn healthy() -> Run {
         score: 3.0,
         signature: vec![9; 32],
     });
+    run.obs.alarm_rows = vec![
+        AlarmRow {
+            monitor: M,
+            seq: 1,
+            opened_at: t(5.0),
+            closed_at: Some(t(8.0)),
+        },
+        AlarmRow {
+            monitor: M,
+            seq: 2,
+            opened_at: t(16.0),
+            closed_at: None,
+        },
+    ];
     run.obs.coverage.insert(
         M,
         Coverage {
@@ -476,4 +492,36 @@ fn uncovered_measures_time_outside_every_gap() {
         uncovered(t(0.0), t(5.0), &open),
         chrono::Duration::seconds(1)
     );
+}
+
+#[test]
+fn an_older_alarm_left_open_is_an_orphan() {
+    let mut run = healthy();
+    run.obs.alarm_rows[0].closed_at = None;
+    assert_fails(
+        &run.obs,
+        "(h)",
+        "alarm 1 opened at 12:00:05.000 is still open",
+    );
+}
+
+#[test]
+fn an_alarm_number_used_twice_fails() {
+    let mut run = healthy();
+    run.obs.alarm_rows[1].seq = 1;
+    assert_fails(&run.obs, "(i)", "alarm number 1 used twice");
+}
+
+#[test]
+fn a_heartbeat_older_than_the_bound_outside_outages_fails_and_inside_one_is_excused() {
+    let mut run = healthy();
+    run.obs.status[1].sampled_at = Some(t(9.0 + 46.0));
+    assert_fails(&run.obs, "(j)", "was 46.0 s old");
+    run.obs.outages.push(Outage {
+        kind: OutageKind::Database,
+        from: t(30.0),
+        to: t(40.0),
+        what: "database pause".into(),
+    });
+    assert_eq!(verdict(&run.obs, "(j)").failed, 0);
 }
