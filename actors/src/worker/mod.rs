@@ -149,6 +149,23 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
             }
         }
     };
+    // A worker whose clock is off would judge every source time wrongly and
+    // stamp its snapshots with wrong save times: it starts no monitor until
+    // the clocks agree.
+    {
+        let stop = shutdown_signal();
+        tokio::pin!(stop);
+        while !clock_agrees(&pool, telemetry.board()).await {
+            tokio::select! {
+                _ = tokio::time::sleep(CLOCK_CHECK_EVERY) => {}
+                signal = &mut stop => {
+                    tracing::info!(signal, "Stopped while the clock disagreed with PostgreSQL's; nothing was started.");
+                    server_handle.stop(true).await;
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+    }
     actix_rt::spawn(watch_clock(pool.clone(), telemetry.board().clone()));
     let store = settings
         .db_write_enabled
@@ -319,41 +336,51 @@ const CLOCK_SKEW: &str = "clock_skew";
 const CLOCK_TOLERANCE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(10);
 
-/// Compares this worker's clock with the database's, now and every 10 s:
-/// while they disagree by more than the tolerance (beyond what the round
-/// trip leaves uncertain) the worker is not ready and says so once.
+/// Compares this worker's clock with the database's every 10 s (see
+/// [`clock_agrees`]).
 async fn watch_clock(pool: store::Pool, board: radar::telemetry::Board) {
     loop {
-        match store::read_clock(&pool).await {
-            Ok(reading) => {
-                let off = reading.offset.abs() - reading.uncertainty;
-                if off > CLOCK_TOLERANCE {
-                    let seconds = reading.offset.num_milliseconds() as f64 / 1000.0;
-                    let (how, by) = if seconds < 0.0 {
-                        ("ahead of", -seconds)
-                    } else {
-                        ("behind", seconds)
-                    };
-                    let detail = format!(
-                        "this worker's clock is {by:.1} s {how} PostgreSQL's; source times are \
-                         judged on it, so fix the host's time synchronization (NTP)"
-                    );
-                    if !board.release(CLOCK_SKEW) {
-                        tracing::error!(
-                            offset_seconds = seconds,
-                            "{detail}; the worker reports not ready until the clocks agree."
-                        );
-                    }
-                    board.hold(CLOCK_SKEW, detail);
-                } else if board.release(CLOCK_SKEW) {
-                    tracing::info!("This worker's clock agrees with PostgreSQL's again.");
-                }
-            }
-            // The database being away is reported by the writes that fail.
-            Err(e) => tracing::debug!(error = %e, "Could not read the database's clock."),
-        }
         tokio::time::sleep(CLOCK_CHECK_EVERY).await;
+        clock_agrees(&pool, &board).await;
     }
+}
+
+/// Compares this worker's clock with the database's: while they disagree
+/// by more than the tolerance (beyond what the round trip leaves uncertain)
+/// the worker is not ready and says so once. A clock that cannot be read
+/// counts as agreeing (the database being away is reported elsewhere).
+async fn clock_agrees(pool: &store::Pool, board: &radar::telemetry::Board) -> bool {
+    let reading = match store::read_clock(pool).await {
+        Ok(reading) => reading,
+        Err(e) => {
+            tracing::debug!(error = %e, "Could not read the database's clock.");
+            return true;
+        }
+    };
+    if reading.offset.abs() - reading.uncertainty <= CLOCK_TOLERANCE {
+        if board.release(CLOCK_SKEW) {
+            tracing::info!("This worker's clock agrees with PostgreSQL's again.");
+        }
+        return true;
+    }
+    let seconds = reading.offset.num_milliseconds() as f64 / 1000.0;
+    let (how, by) = if seconds < 0.0 {
+        ("ahead of", -seconds)
+    } else {
+        ("behind", seconds)
+    };
+    let detail = format!(
+        "this worker's clock is {by:.1} s {how} PostgreSQL's; source times are judged on it, \
+         so fix the host's time synchronization (NTP)"
+    );
+    if !board.release(CLOCK_SKEW) {
+        tracing::error!(
+            offset_seconds = seconds,
+            "{detail}; the worker reports not ready (and starts no monitor) until the clocks agree."
+        );
+    }
+    board.hold(CLOCK_SKEW, detail);
+    false
 }
 
 /// The MQTT reconnect schedule: production values unless the test-only
