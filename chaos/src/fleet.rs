@@ -99,6 +99,16 @@ pub struct Worker {
 
 impl Worker {
     pub fn spawn(env: &WorkerEnv, name: String, shard: u32) -> Result<Self> {
+        Self::spawn_with(env, name, shard, &[])
+    }
+
+    /// [`Worker::spawn`] with extra environment variables.
+    pub fn spawn_with(
+        env: &WorkerEnv,
+        name: String,
+        shard: u32,
+        extra: &[(&str, String)],
+    ) -> Result<Self> {
         let log = env.dir.join(format!("{name}.log"));
         let file = fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let child = env
@@ -123,6 +133,7 @@ impl Worker {
                 ),
             )
             .env("RUST_LOG", "info")
+            .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
@@ -200,6 +211,9 @@ impl Drop for Worker {
         self.kill9();
     }
 }
+
+/// Debian's libfaketime, for workers with an offset clock.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 /// The log of every short `radar` command the run ran.
 pub const CLI_LOG: &str = "radar-cli.log";

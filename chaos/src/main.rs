@@ -236,6 +236,7 @@ async fn run(args: Args) -> Result<bool> {
         status: samples.status,
         outages: chaos.outages.clone(),
         resumed,
+        offset_workers: chaos.offset_workers.clone(),
         limits: Limits {
             checkpoint_timeout: Duration::from_secs(CHECKPOINT_TIMEOUT_SECS),
             reconnect: fleet::MQTT_BACKOFF.1,

@@ -43,10 +43,13 @@ pub enum Fault {
     /// Drop every packet to and from the broker's port (iptables, loopback
     /// only, no reset) for a while.
     BrokerBlackhole,
+    /// Start an extra worker for a shard whose clock is 30 to 120 s off
+    /// (libfaketime); SIGTERM it a few seconds later.
+    ClockOffset,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Self::Kill9,
         Self::Sigterm,
         Self::Takeover,
@@ -55,6 +58,7 @@ impl Fault {
         Self::PgPause,
         Self::Freeze,
         Self::BrokerBlackhole,
+        Self::ClockOffset,
     ];
 
     /// Relative frequency.
@@ -63,6 +67,7 @@ impl Fault {
             Self::Kill9 | Self::Takeover => 6,
             Self::Sigterm | Self::BrokerRestart | Self::Freeze => 4,
             Self::PgRestart | Self::PgPause | Self::BrokerBlackhole => 3,
+            Self::ClockOffset => 2,
         }
     }
 }
@@ -78,6 +83,7 @@ impl fmt::Display for Fault {
             Self::PgPause => "pg_pause",
             Self::Freeze => "freeze",
             Self::BrokerBlackhole => "broker_blackhole",
+            Self::ClockOffset => "clock_offset",
         })
     }
 }
@@ -167,6 +173,8 @@ pub struct Chaos {
     spawned: u32,
     pub injected: BTreeMap<Fault, u32>,
     pub outages: Vec<Outage>,
+    /// Workers started with an offset clock.
+    pub offset_workers: Vec<String>,
     /// SIGTERM exits during the faults, by how they ended.
     pub term_exits: BTreeMap<String, u32>,
     /// Workers that ended without being told to, and why (their last log line).
@@ -215,6 +223,7 @@ impl Chaos {
             spawned: 0,
             injected: BTreeMap::new(),
             outages: Vec::new(),
+            offset_workers: Vec::new(),
             term_exits: BTreeMap::new(),
             unexpected_exits: Vec::new(),
         }
@@ -276,7 +285,10 @@ impl Chaos {
                 Fault::BrokerRestart | Fault::BrokerBlackhole => {
                     self.broker_down.is_none() && self.link_down.is_none()
                 }
-                Fault::PgRestart | Fault::PgPause => self.database == Database::Up,
+                // It must reach the database to compare clocks.
+                Fault::PgRestart | Fault::PgPause | Fault::ClockOffset => {
+                    self.database == Database::Up
+                }
             })
             .collect();
         if applicable.is_empty() {
@@ -383,6 +395,30 @@ impl Chaos {
                         });
                     }
                 }
+            }
+            Fault::ClockOffset => {
+                let shard = self.rng.below(u64::from(self.env.shards)) as u32 + 1;
+                let seconds = 30 + self.rng.below(90);
+                let sign = if self.rng.coin() { "+" } else { "-" };
+                self.spawned += 1;
+                let name = format!("w{:03}-s{shard}-clock{sign}{seconds}", self.spawned);
+                let worker = Worker::spawn_with(
+                    &self.env,
+                    name.clone(),
+                    shard,
+                    &[
+                        ("LD_PRELOAD", crate::fleet::LIBFAKETIME.to_string()),
+                        ("FAKETIME", format!("{sign}{seconds}s")),
+                        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_string()),
+                    ],
+                )?;
+                self.offset_workers.push(name);
+                self.retiring.push(Retiring {
+                    worker,
+                    thaw_at: None,
+                    stop_at: Some((now + self.rng.ms(3000, 8000), false)),
+                    termed_at: None,
+                });
             }
             Fault::BrokerBlackhole => {
                 let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1);

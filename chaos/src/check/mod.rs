@@ -185,6 +185,9 @@ pub struct Observations {
     /// Per monitor: whether it was owned and processing again after the
     /// faults stopped.
     pub resumed: BTreeMap<Uuid, bool>,
+    /// Workers started with an offset clock.
+    #[serde(default)]
+    pub offset_workers: Vec<String>,
     pub limits: Limits,
 }
 
@@ -283,6 +286,7 @@ pub fn check(obs: &Observations) -> Vec<Verdict> {
         alarms::no_orphaned_open_alarm(obs),
         alarms::alarm_numbers_unique(obs),
         owners::never_unowned_for_long(obs),
+        logs::offset_clocks_noticed(obs),
     ]
 }
 

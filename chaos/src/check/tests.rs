@@ -201,7 +201,13 @@ fn healthy() -> Run {
             text: String::new(),
             exit_code: Some(0),
         },
+        ProcessLog {
+            name: "w3-clock".into(),
+            text: "{\"message\":\"this worker's clock is 60.0 s ahead of PostgreSQL's; source times are judged on it, so fix\"}".into(),
+            exit_code: Some(0),
+        },
     ];
+    run.obs.offset_workers = vec!["w3-clock".into()];
     run
 }
 
@@ -524,4 +530,14 @@ fn a_heartbeat_older_than_the_bound_outside_outages_fails_and_inside_one_is_excu
         what: "database pause".into(),
     });
     assert_eq!(verdict(&run.obs, "(j)").failed, 0);
+}
+
+#[test]
+fn an_offset_clock_worker_that_wrote_or_never_noticed_fails() {
+    let mut run = healthy();
+    assert_eq!(verdict(&run.obs, "(l)").failed, 0);
+    run.checkpoint("w3-clock", 21.0, 160, 21.0);
+    assert_fails(&run.obs, "(l)", "w3-clock: wrote 1 rows");
+    run.obs.logs.last_mut().unwrap().text.clear();
+    assert_fails(&run.obs, "(l)", "never says its clock disagrees");
 }
