@@ -20,6 +20,7 @@ mod common;
 mod fleet;
 mod observe;
 mod publisher;
+mod replay;
 mod scenario;
 
 use std::{
@@ -237,6 +238,7 @@ async fn run(args: Args) -> Result<bool> {
         outages: chaos.outages.clone(),
         resumed,
         offset_workers: chaos.offset_workers.clone(),
+        replays: chaos.replays.clone(),
         limits: Limits {
             checkpoint_timeout: Duration::from_secs(CHECKPOINT_TIMEOUT_SECS),
             reconnect: fleet::MQTT_BACKOFF.1,

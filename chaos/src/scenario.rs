@@ -15,10 +15,10 @@ use uuid::Uuid;
 
 use crate::{
     broker::Mosquitto,
-    check::{Outage, OutageKind, Ts},
+    check::{Outage, OutageKind, Replay, Ts},
     common::postgres::{PrivatePostgres as Cluster, StopMode},
     fleet::{Ended, Worker, WorkerEnv},
-    observe,
+    observe, replay,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -46,10 +46,13 @@ pub enum Fault {
     /// Start an extra worker for a shard whose clock is 30 to 120 s off
     /// (libfaketime); SIGTERM it a few seconds later.
     ClockOffset,
+    /// Copy a monitor's signed row, write it back 3 to 8 s later, wait for
+    /// the refusal to be reported, repair the row, restart the shard.
+    Replay,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Self::Kill9,
         Self::Sigterm,
         Self::Takeover,
@@ -59,6 +62,7 @@ impl Fault {
         Self::Freeze,
         Self::BrokerBlackhole,
         Self::ClockOffset,
+        Self::Replay,
     ];
 
     /// Relative frequency.
@@ -67,7 +71,7 @@ impl Fault {
             Self::Kill9 | Self::Takeover => 6,
             Self::Sigterm | Self::BrokerRestart | Self::Freeze => 4,
             Self::PgRestart | Self::PgPause | Self::BrokerBlackhole => 3,
-            Self::ClockOffset => 2,
+            Self::ClockOffset | Self::Replay => 2,
         }
     }
 }
@@ -84,6 +88,7 @@ impl fmt::Display for Fault {
             Self::Freeze => "freeze",
             Self::BrokerBlackhole => "broker_blackhole",
             Self::ClockOffset => "clock_offset",
+            Self::Replay => "replay",
         })
     }
 }
@@ -147,6 +152,30 @@ struct Retiring {
     termed_at: Option<Instant>,
 }
 
+/// A replay of one monitor's row, from the copy to the repair.
+#[derive(Debug, Clone, Copy)]
+struct Episode {
+    monitor: Uuid,
+    shard: u32,
+    stage: Stage,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// The row was copied; it is written back then.
+    Saved { replay_at: Instant },
+    /// Written back (`replays[index]`); waiting for the report.
+    Replayed {
+        index: usize,
+        report_by: Instant,
+        next_poll: Instant,
+    },
+}
+
+/// How long the driver waits for a replay to be reported before it
+/// repairs the row anyway (the check then fails).
+const REPORT_WAIT: Duration = Duration::from_secs(150);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Database {
     Up,
@@ -175,6 +204,9 @@ pub struct Chaos {
     pub outages: Vec<Outage>,
     /// Workers started with an offset clock.
     pub offset_workers: Vec<String>,
+    /// The replay in progress, if any.
+    episode: Option<Episode>,
+    pub replays: Vec<Replay>,
     /// SIGTERM exits during the faults, by how they ended.
     pub term_exits: BTreeMap<String, u32>,
     /// Workers that ended without being told to, and why (their last log line).
@@ -224,6 +256,8 @@ impl Chaos {
             injected: BTreeMap::new(),
             outages: Vec::new(),
             offset_workers: Vec::new(),
+            episode: None,
+            replays: Vec::new(),
             term_exits: BTreeMap::new(),
             unexpected_exits: Vec::new(),
         }
@@ -288,6 +322,13 @@ impl Chaos {
                 // It must reach the database to compare clocks.
                 Fault::PgRestart | Fault::PgPause | Fault::ClockOffset => {
                     self.database == Database::Up
+                }
+                // One at a time, with no stale writer around that still
+                // holds the copied signature.
+                Fault::Replay => {
+                    self.database == Database::Up
+                        && self.episode.is_none()
+                        && self.retiring.is_empty()
                 }
             })
             .collect();
@@ -396,6 +437,20 @@ impl Chaos {
                     }
                 }
             }
+            Fault::Replay => {
+                let ids: Vec<(Uuid, u32)> = self.monitors.iter().map(|(m, s)| (*m, *s)).collect();
+                let (monitor, shard) = ids[self.rng.below(ids.len() as u64) as usize];
+                let url = replay::url(&self.db_url);
+                if replay::save(&url, monitor).await.is_ok() {
+                    self.episode = Some(Episode {
+                        monitor,
+                        shard,
+                        stage: Stage::Saved {
+                            replay_at: now + self.rng.ms(3000, 8000),
+                        },
+                    });
+                }
+            }
             Fault::ClockOffset => {
                 let shard = self.rng.below(u64::from(self.env.shards)) as u32 + 1;
                 let seconds = 30 + self.rng.below(90);
@@ -471,6 +526,9 @@ impl Chaos {
             .is_some_and(|(until, _, _)| now >= *until)
         {
             self.link_up()?;
+        }
+        if self.database == Database::Up {
+            self.advance_replay().await;
         }
         match self.database {
             Database::Stopped { until } | Database::Paused { until } if now >= until => {
@@ -580,6 +638,86 @@ impl Chaos {
         Ok(())
     }
 
+    /// Moves the replay in progress on; a database error leaves it for the
+    /// next tick.
+    async fn advance_replay(&mut self) {
+        let Some(episode) = self.episode else {
+            return;
+        };
+        let now = Instant::now();
+        let url = replay::url(&self.db_url);
+        match episode.stage {
+            Stage::Saved { replay_at } if now >= replay_at => {
+                match replay::replay(&url, episode.monitor).await {
+                    Ok(true) => {
+                        self.replays.push(Replay {
+                            monitor: episode.monitor,
+                            at: Utc::now(),
+                            reported_at: None,
+                            repaired_at: None,
+                        });
+                        self.episode = Some(Episode {
+                            stage: Stage::Replayed {
+                                index: self.replays.len() - 1,
+                                report_by: now + REPORT_WAIT,
+                                next_poll: now + Duration::from_secs(1),
+                            },
+                            ..episode
+                        });
+                    }
+                    // The row never moved on: nothing to replay.
+                    Ok(false) => self.episode = None,
+                    Err(_) => {}
+                }
+            }
+            Stage::Replayed {
+                index,
+                report_by,
+                next_poll,
+            } if now >= next_poll => {
+                let reported = replay::reported(&url, episode.monitor)
+                    .await
+                    .unwrap_or(false);
+                if !reported && now < report_by {
+                    self.episode = Some(Episode {
+                        stage: Stage::Replayed {
+                            index,
+                            report_by,
+                            next_poll: now + Duration::from_secs(1),
+                        },
+                        ..episode
+                    });
+                    return;
+                }
+                if reported && let Some(r) = self.replays.get_mut(index) {
+                    r.reported_at.get_or_insert(Utc::now());
+                }
+                if replay::repair(&url, episode.monitor).await.is_err() {
+                    return;
+                }
+                if let Some(r) = self.replays.get_mut(index) {
+                    r.repaired_at = Some(Utc::now());
+                }
+                // The monitor failed to start for good in its worker: a
+                // fresh worker starts it from the repaired row.
+                if let Some(slot) = self.slots.get_mut(&episode.shard)
+                    && let Some(worker) = slot.current.take()
+                {
+                    worker.term();
+                    self.retiring.push(Retiring {
+                        worker,
+                        thaw_at: None,
+                        stop_at: None,
+                        termed_at: Some(now),
+                    });
+                    slot.respawn_at = Some(now);
+                }
+                self.episode = None;
+            }
+            _ => {}
+        }
+    }
+
     fn link_up(&mut self) -> Result<()> {
         if let Some((_, since, hole)) = self.link_down.take() {
             hole.remove()?;
@@ -628,6 +766,15 @@ impl Chaos {
         }
         self.link_up()?;
         self.database_up().await?;
+        // A copy not written back yet stays unused; one written back is
+        // seen through to its report and repair by `settle` below.
+        if let Some(Episode {
+            stage: Stage::Saved { .. },
+            ..
+        }) = self.episode
+        {
+            self.episode = None;
+        }
         for r in &mut self.retiring {
             if r.thaw_at.take().is_some() {
                 r.worker.thaw();
@@ -667,7 +814,7 @@ impl Chaos {
                     resumed.insert(row.service_id, ok);
                 }
             }
-            let retired = self.retiring.is_empty();
+            let retired = self.retiring.is_empty() && self.episode.is_none();
             if retired && resumed.values().all(|ok| *ok) {
                 break;
             }

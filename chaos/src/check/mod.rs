@@ -154,6 +154,17 @@ pub struct Outage {
     pub what: String,
 }
 
+/// A validly signed older snapshot row the driver wrote back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    pub monitor: Uuid,
+    pub at: Ts,
+    /// When the monitor's status reported the refused replay.
+    pub reported_at: Option<Ts>,
+    /// When the driver put the newest row back.
+    pub repaired_at: Option<Ts>,
+}
+
 /// A process's log, and how the process ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessLog {
@@ -188,6 +199,8 @@ pub struct Observations {
     /// Workers started with an offset clock.
     #[serde(default)]
     pub offset_workers: Vec<String>,
+    #[serde(default)]
+    pub replays: Vec<Replay>,
     pub limits: Limits,
 }
 
@@ -287,13 +300,20 @@ pub fn check(obs: &Observations) -> Vec<Verdict> {
         alarms::alarm_numbers_unique(obs),
         owners::never_unowned_for_long(obs),
         logs::offset_clocks_noticed(obs),
+        owners::every_replay_reported(obs),
     ]
 }
 
-/// The writes of each monitor, in commit order.
+/// The `application_name` of the driver's own replay and repair writes.
+pub const REPLAY_WRITER: &str = "radar-chaos-replay";
+
+/// The writes of each monitor by radar workers, in commit order. The
+/// driver's replay and its repair are left out: the repair puts back
+/// exactly the row the replay overwrote, so without both the chain of
+/// signatures is the workers' own.
 fn writes_by_monitor(obs: &Observations) -> BTreeMap<Uuid, Vec<&Write>> {
     let mut by: BTreeMap<Uuid, Vec<&Write>> = BTreeMap::new();
-    for w in &obs.writes {
+    for w in obs.writes.iter().filter(|w| w.writer != REPLAY_WRITER) {
         by.entry(w.monitor).or_default().push(w);
     }
     for writes in by.values_mut() {

@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use super::{Observations, OutageKind, Verdict, ms};
 
+/// A replayed row is reported by the next start, which comes once the
+/// owner's refused monitor has been silent for the take-back delay.
+pub const REPLAY_REPORTED_WITHIN: Duration = Duration::from_secs(120);
+
 /// The stated bound: a lost monitor is taken back once its owner has been
 /// silent for 20 s (one 5 s poll later), a killed worker is replaced within
 /// 3 s and restores in a few seconds; 45 s leaves room for a loaded host.
@@ -31,7 +35,12 @@ pub fn never_unowned_for_long(obs: &Observations) -> Verdict {
             .iter()
             .filter(|o| o.kind == OutageKind::Database)
             .any(|o| at >= o.from && at <= o.to + after);
-        if excused {
+        // From a replay until its repair and the restart after it, the
+        // monitor has no owner by design.
+        let replayed = obs.replays.iter().any(|r| {
+            r.monitor == s.monitor && at >= r.at && r.repaired_at.is_none_or(|t| at <= t + bound)
+        });
+        if excused || replayed {
             continue;
         }
         let age = at - s.heartbeat_at;
@@ -47,4 +56,20 @@ pub fn never_unowned_for_long(obs: &Observations) -> Verdict {
         });
     }
     v.vacuous_fails("status samples outside database outages")
+}
+
+pub fn every_replay_reported(obs: &Observations) -> Verdict {
+    let mut v = Verdict::new("(k) every refused replay reported");
+    let within =
+        chrono::Duration::from_std(REPLAY_REPORTED_WITHIN).unwrap_or(chrono::Duration::MAX);
+    for r in &obs.replays {
+        v.expect(r.reported_at.is_some_and(|t| t - r.at <= within), || {
+            format!(
+                "monitor {}: an older signed row written back at {} was never reported as replayed in its status",
+                r.monitor,
+                ms(r.at)
+            )
+        });
+    }
+    v.vacuous_fails("replayed rows")
 }

@@ -208,6 +208,12 @@ fn healthy() -> Run {
         },
     ];
     run.obs.offset_workers = vec!["w3-clock".into()];
+    run.obs.replays = vec![Replay {
+        monitor: M,
+        at: t(200.0),
+        reported_at: Some(t(230.0)),
+        repaired_at: Some(t(231.0)),
+    }];
     run
 }
 
@@ -540,4 +546,23 @@ fn an_offset_clock_worker_that_wrote_or_never_noticed_fails() {
     assert_fails(&run.obs, "(l)", "w3-clock: wrote 1 rows");
     run.obs.logs.last_mut().unwrap().text.clear();
     assert_fails(&run.obs, "(l)", "never says its clock disagrees");
+}
+
+#[test]
+fn a_replay_never_reported_fails() {
+    let mut run = healthy();
+    run.obs.replays[0].reported_at = None;
+    assert_fails(&run.obs, "(k)", "never reported as replayed");
+}
+
+#[test]
+fn the_drivers_own_replay_writes_are_not_a_workers_chain() {
+    let mut run = healthy();
+    let held = run.row.clone();
+    run.checkpoint(REPLAY_WRITER, 20.5, 40, 5.0);
+    // The repair puts back exactly what the replay overwrote.
+    let w = run.obs.writes.last_mut().unwrap();
+    w.signature = held.clone().unwrap();
+    assert_eq!(verdict(&run.obs, "(a)").failed, 0);
+    assert_eq!(verdict(&run.obs, "(d)").failed, 0);
 }
