@@ -394,7 +394,8 @@ async fn a_heartbeat_lands_while_an_evidence_batch_waits_for_the_row_lock() {
         tokio::task::yield_now().await;
     }
 
-    // The heartbeat does not wait for the lock.
+    // The heartbeat does not wait for the lock. Its writer's clock says
+    // September (at(50)); the row is stamped with the database's clock.
     let beat = at(50);
     let HealthOutcome::Written(_) = reporter.report(&health("running", beat)).await else {
         panic!("the heartbeat was refused");
@@ -403,17 +404,27 @@ async fn a_heartbeat_lands_while_an_evidence_batch_waits_for_the_row_lock() {
     struct Beat {
         #[diesel(sql_type = Timestamptz)]
         heartbeat_at: DateTime<Utc>,
+        #[diesel(sql_type = Timestamptz)]
+        last_checkpoint_at: DateTime<Utc>,
     }
     let seen: Beat = diesel::sql_query(
-        "SELECT heartbeat_at FROM radar_operational_status WHERE service_id = $1",
+        "SELECT heartbeat_at, last_checkpoint_at FROM radar_operational_status WHERE service_id = $1",
     )
     .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
     .get_result(&mut fx.conn().await)
     .await
     .unwrap();
+    let database_now = store::read_clock(&fx.pool).await.unwrap().database_now;
+    assert!(
+        (database_now - seen.heartbeat_at).num_seconds().abs() <= 10,
+        "the heartbeat is visible to other sessions, stamped on the database's clock \
+         (not the writer's {beat}): {}",
+        seen.heartbeat_at
+    );
     assert_eq!(
-        seen.heartbeat_at, beat,
-        "the heartbeat is visible to other sessions"
+        seen.heartbeat_at - seen.last_checkpoint_at,
+        beat - at(0),
+        "the last checkpoint is as old as the writer measured it"
     );
     assert!(!batch.is_finished(), "the evidence batch is still blocked");
     assert!(
@@ -440,7 +451,7 @@ async fn a_restored_writer_continues_the_chain_and_evidence_is_not_duplicated() 
 
     let store = fx.store("worker-b");
     let row = store.load_snapshot(fx.service_id).await.unwrap().unwrap();
-    assert_eq!(row.writer_id, "worker-a");
+    assert_eq!(row.writer_id(), "worker-a");
     let LoadOutcome::Restored(restored) = row.open(&fx.binding, &key()) else {
         panic!("not restored");
     };
@@ -595,9 +606,9 @@ struct Shown {
     statement_timeout: String,
 }
 
-/// A checkpoint with no results is one autocommit statement: on a locked
-/// row it fails at the statement timeout, changes nothing, and the same
-/// writer commits once the row is free.
+/// A checkpoint with no results, on a locked row, fails at the statement
+/// timeout, changes nothing, and the same writer commits once the row is
+/// free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_checkpoint_on_a_locked_row_times_out_and_commits_after_the_lock() {
     let fx = fixture("lone_checkpoint").await;
@@ -635,4 +646,104 @@ async fn a_lone_checkpoint_on_a_locked_row_times_out_and_commits_after_the_lock(
         "the retry committed"
     );
     assert_eq!(writer.token(), next.token);
+}
+
+/// A worker frozen inside an evidence transaction (SIGSTOP, a stalled host)
+/// holds the row lock without sending anything. The server ends its session
+/// after the pool's bound, so a successor's checkpoint commits instead of
+/// waiting for as long as the holder stays frozen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_lock_holder_loses_its_session_and_cannot_block_a_takeover() {
+    let fx = fixture("frozen_holder").await;
+    let writer = fx.claim("worker-a").await;
+    let frozen_pool = store::connect(&fx.db.url, 1, Duration::from_millis(800))
+        .await
+        .unwrap();
+    let mut frozen = store::checkout(&frozen_pool).await.unwrap();
+    frozen.batch_execute("BEGIN").await.unwrap();
+    diesel::sql_query("SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE")
+        .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+        .execute(&mut *frozen)
+        .await
+        .unwrap();
+
+    // The successor waits on the lock with the fixture's 30 s statement
+    // bound: only the holder's idle bound can free the row well before.
+    let successor = fx.store("worker-b").resume(fx.service_id, writer.token());
+    let next = fx.sealed(5, at(5));
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        successor.checkpoint(&next, &results(5, 2)),
+    )
+    .await
+    .expect("the takeover waited for the frozen holder");
+    committed(outcome);
+    assert_eq!(fx.row_signature().await.unwrap(), next.bytes.signature);
+    assert!(
+        frozen.batch_execute("SELECT 1").await.is_err(),
+        "the frozen holder's session was ended"
+    );
+}
+
+/// A database writer without the key cannot forge a snapshot, but it can
+/// write back an older row of the same monitor that is validly signed. The
+/// ledger, written in each checkpoint's transaction, names the newest
+/// commit: the older row verifies yet is refused as a replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_validly_signed_row_written_back_is_refused_as_a_replay() {
+    let fx = fixture("replay").await;
+    let writer = fx.claim("worker-a").await;
+    let writer = committed(
+        writer
+            .checkpoint(&fx.sealed(270, at(270)), &PendingResults::default())
+            .await,
+    );
+    let mut conn = fx.conn().await;
+    diesel::sql_query(
+        "CREATE TEMP TABLE older AS SELECT * FROM radar_runtime_checkpoints WHERE service_id = $1",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let writer = committed(
+        writer
+            .checkpoint(&fx.sealed(620, at(620)), &results(600, 2))
+            .await,
+    );
+    drop(writer);
+    diesel::sql_query(
+        "UPDATE radar_runtime_checkpoints c SET envelope = o.envelope, \
+         processed_count = o.processed_count, observation_history_len = o.observation_history_len, \
+         saved_at = o.saved_at, payload_sha256 = o.payload_sha256, signature = o.signature, \
+         payload = o.payload FROM older o WHERE c.service_id = o.service_id",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let row = fx
+        .store("worker-b")
+        .load_snapshot(fx.service_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.ledger_sequence(), Some(3), "claim + two checkpoints");
+    let LoadOutcome::Corrupted(refused) = row.open(&fx.binding, &key()) else {
+        panic!("the replayed row was not refused");
+    };
+    assert!(
+        matches!(
+            refused.reason,
+            radar::snapshot::CorruptReason::Replayed { latest: Some(3) }
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("older signed snapshot"),
+        "{refused}"
+    );
+    let inspection = row.inspect(&fx.binding, &key());
+    assert_eq!(inspection.exit_code(), 2);
+    assert_eq!(inspection.reason_code, Some("replayed"));
 }

@@ -270,6 +270,8 @@ struct AlarmRow {
     alarm_seq: i64,
     #[diesel(sql_type = diesel::sql_types::Timestamptz)]
     opened_at: chrono::DateTime<chrono::Utc>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>)]
+    closed_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Debug, diesel::QueryableByName)]
@@ -289,10 +291,9 @@ struct EvidenceRow {
 /// snapshot's counters again: this checks that results of the rolled-back
 /// stretch and of the new one are not mixed under the same numbers.
 ///
-/// Fails today (a reproduction for the lead): the second episode's
-/// evidence reuses frame_seq values of the first, and both episodes land in
-/// one `radar_alarms` row (alarm_seq 1) whose opened_at is the first
-/// episode's while closed_at and peak_score are overwritten by the second.
+/// The alarm of the rolled-back stretch is unknown to the restored
+/// detector, which would never close it and would number its next alarm
+/// the same: the restart closes it and numbers new alarms after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn results_flushed_after_the_last_snapshot_survive_a_kill_and_new_alarms_do_not_overwrite_them()
  {
@@ -315,7 +316,7 @@ async fn results_flushed_after_the_last_snapshot_survive_a_kill_and_new_alarms_d
     let deadline = Instant::now() + START;
     loop {
         let alarms: Vec<AlarmRow> =
-            diesel::sql_query("SELECT alarm_seq, opened_at FROM radar_alarms")
+            diesel::sql_query("SELECT alarm_seq, opened_at, closed_at FROM radar_alarms")
                 .load(&mut conn)
                 .await
                 .unwrap();
@@ -365,11 +366,12 @@ async fn results_flushed_after_the_last_snapshot_survive_a_kill_and_new_alarms_d
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let alarms: Vec<AlarmRow> =
-        diesel::sql_query("SELECT alarm_seq, opened_at FROM radar_alarms ORDER BY alarm_seq")
-            .load(&mut conn)
-            .await
-            .unwrap();
+    let alarms: Vec<AlarmRow> = diesel::sql_query(
+        "SELECT alarm_seq, opened_at, closed_at FROM radar_alarms ORDER BY alarm_seq",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap();
     eprintln!(
         "alarms: {alarms:#?}\nevidence: {evidence:#?}\nfirst episode {first_episode:?}\nsecond {second_episode:?}"
     );
@@ -391,5 +393,22 @@ async fn results_flushed_after_the_last_snapshot_survive_a_kill_and_new_alarms_d
         episodes[0],
         episodes[1],
         alarms.len()
+    );
+    let mut seqs: Vec<i64> = alarms.iter().map(|a| a.alarm_seq).collect();
+    seqs.dedup();
+    assert_eq!(
+        seqs.len(),
+        alarms.len(),
+        "alarm numbers reused: {alarms:#?}"
+    );
+    let second_start = chrono::DateTime::from_timestamp_millis(second_episode[0]).unwrap();
+    let open: Vec<&AlarmRow> = alarms.iter().filter(|a| a.closed_at.is_none()).collect();
+    assert!(
+        open.iter().all(|a| a.opened_at >= second_start),
+        "an alarm of the rolled-back stretch is left open, owned by no detector: {alarms:#?}"
+    );
+    assert!(
+        open.len() <= 1,
+        "one detector has one open alarm: {alarms:#?}"
     );
 }

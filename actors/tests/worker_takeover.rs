@@ -260,3 +260,61 @@ async fn a_single_monitor_worker_exits_non_zero_when_another_worker_takes_its_mo
     second.signal("TERM");
     assert!(second.wait_exit(START).await.success(), "{}", second.log());
 }
+
+/// A shard worker that lost a monitor to an overlapping worker must not
+/// leave it unwatched once that worker is gone: it takes it back from the
+/// other worker's last snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_lost_a_monitor_takes_it_back_after_the_overlapping_worker_exits() {
+    let h = Harness::new("worker_take_back").await;
+    let (id, prefix) = h.create_monitor("take-back");
+    let first = h.spawn_worker("w-shard", &[], &[]);
+    h.wait_status(id, START, "the shard worker runs the monitor", |s| {
+        state(s) == "running"
+    })
+    .await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    publisher.frames(&prefix, 30).await;
+    publisher.flush(START).await;
+    let mut conn = h.connect().await;
+    wait_snapshot(&mut conn, id, START, "30 frames committed", |r| {
+        r.processed_count == 30
+    })
+    .await;
+
+    let mut overlapping = h.spawn_worker("w-overlap", &[], &["--monitor", &id.to_string()]);
+    h.wait_status(id, START, "the overlapping worker owns the monitor", |s| {
+        state(s) == "running" && s["worker_id"] == "w-overlap"
+    })
+    .await;
+    publisher.frames(&prefix, 10).await;
+    publisher.flush(START).await;
+    first
+        .wait_log("lost ownership of its snapshot", START)
+        .await;
+    overlapping.signal("TERM");
+    assert!(
+        overlapping.wait_exit(START).await.success(),
+        "{}",
+        overlapping.log()
+    );
+
+    h.wait_status(
+        id,
+        Duration::from_secs(60),
+        "the shard worker took it back",
+        |s| state(s) == "running" && s["worker_id"] == "w-shard",
+    )
+    .await;
+    publisher.frames(&prefix, 10).await;
+    publisher.flush(START).await;
+    let row = wait_snapshot(
+        &mut conn,
+        id,
+        START,
+        "new frames committed by the shard worker",
+        |r| r.writer_id == "w-shard" && r.processed_count >= 50,
+    )
+    .await;
+    assert!(row.processed_count >= 50, "{row:?}");
+}

@@ -99,6 +99,16 @@ pub struct Worker {
 
 impl Worker {
     pub fn spawn(env: &WorkerEnv, name: String, shard: u32) -> Result<Self> {
+        Self::spawn_with(env, name, shard, &[])
+    }
+
+    /// [`Worker::spawn`] with extra environment variables.
+    pub fn spawn_with(
+        env: &WorkerEnv,
+        name: String,
+        shard: u32,
+        extra: &[(&str, String)],
+    ) -> Result<Self> {
         let log = env.dir.join(format!("{name}.log"));
         let file = fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let child = env
@@ -123,6 +133,7 @@ impl Worker {
                 ),
             )
             .env("RUST_LOG", "info")
+            .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
@@ -163,11 +174,26 @@ impl Worker {
 
     /// SIGTERM: the worker stops ingestion, commits and exits by itself.
     pub fn term(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// SIGSTOP: the worker freezes wherever it is (mid-transaction too),
+    /// a zombie writer once a successor takes over.
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// SIGCONT after [`Worker::freeze`].
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: i32) {
         if let Some(child) = &self.child {
             let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
             // SAFETY: kill has no memory preconditions.
             unsafe {
-                libc::kill(pid, libc::SIGTERM);
+                libc::kill(pid, signal);
             }
         }
     }
@@ -179,9 +205,15 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        // A frozen process would not die of SIGKILL any later, but a
+        // continued one leaves no stopped zombie behind either way.
+        self.thaw();
         self.kill9();
     }
 }
+
+/// Debian's libfaketime, for workers with an offset clock.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 /// The log of every short `radar` command the run ran.
 pub const CLI_LOG: &str = "radar-cli.log";

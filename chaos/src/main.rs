@@ -20,6 +20,7 @@ mod common;
 mod fleet;
 mod observe;
 mod publisher;
+mod replay;
 mod scenario;
 
 use std::{
@@ -230,11 +231,14 @@ async fn run(args: Args) -> Result<bool> {
         writes: observe::audited_writes(&db_url).await?,
         final_evidence: observe::evidence_rows(&db_url).await?,
         final_alarms: observe::alarm_rows(&db_url).await?,
+        alarm_rows: observe::alarm_table(&db_url).await?,
         sampled_evidence: samples.evidence,
         published,
         status: samples.status,
         outages: chaos.outages.clone(),
         resumed,
+        offset_workers: chaos.offset_workers.clone(),
+        replays: chaos.replays.clone(),
         limits: Limits {
             checkpoint_timeout: Duration::from_secs(CHECKPOINT_TIMEOUT_SECS),
             reconnect: fleet::MQTT_BACKOFF.1,

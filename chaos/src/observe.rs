@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::{
-    check::{Coverage, Gap, Op, Restore, ResultRow, StatusSample, Table, Write},
+    check::{AlarmRow, Coverage, Gap, Op, Restore, ResultRow, StatusSample, Table, Write},
     fleet::{WorkerEnv, radar_cli},
 };
 
@@ -223,6 +223,44 @@ pub async fn alarm_rows(url: &str) -> Result<Vec<ResultRow>> {
     .await
 }
 
+#[derive(diesel::QueryableByName)]
+struct AlarmSql {
+    #[diesel(sql_type = SqlUuid)]
+    service_id: Uuid,
+    #[diesel(sql_type = BigInt)]
+    alarm_seq: i64,
+    #[diesel(sql_type = Timestamptz)]
+    opened_at: DateTime<Utc>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<Timestamptz>)]
+    closed_at: Option<DateTime<Utc>>,
+}
+
+/// The alarm table with numbers and close times.
+pub async fn alarm_table(url: &str) -> Result<Vec<AlarmRow>> {
+    let read = async {
+        let mut conn = connect(url).await?;
+        let rows: Vec<AlarmSql> = diesel::sql_query(
+            "SELECT service_id, alarm_seq, opened_at, closed_at FROM radar_alarms",
+        )
+        .load(&mut conn)
+        .await?;
+        anyhow::Ok(
+            rows.into_iter()
+                .map(|r| AlarmRow {
+                    monitor: r.service_id,
+                    seq: r.alarm_seq,
+                    opened_at: r.opened_at,
+                    closed_at: r.closed_at,
+                })
+                .collect(),
+        )
+    };
+    match tokio::time::timeout(QUERY_LIMIT, read).await {
+        Ok(rows) => rows,
+        Err(_) => bail!("reading alarms took longer than {QUERY_LIMIT:?}"),
+    }
+}
+
 async fn results(url: &str, query: &str) -> Result<Vec<ResultRow>> {
     let read = async {
         let mut conn = connect(url).await?;
@@ -343,6 +381,8 @@ async fn sample(
 
 /// `radar status --json`, as samples of the rows some worker reported.
 pub async fn status_rows(env: &WorkerEnv) -> Result<Vec<StatusSample>> {
+    // Before the command: a heartbeat read later only looks younger.
+    let sampled_at = Utc::now();
     let (ok, out) = radar_cli(env, &["status", "--json"], QUERY_LIMIT).await?;
     if !ok {
         bail!("radar status failed");
@@ -358,6 +398,7 @@ pub async fn status_rows(env: &WorkerEnv) -> Result<Vec<StatusSample>> {
                 writer: row["worker_id"].as_str()?.to_string(),
                 heartbeat_at: row["heartbeat_at"].as_str()?.parse().ok()?,
                 processed: row["processed_count"].as_i64()?,
+                sampled_at: Some(sampled_at),
             })
         })
         .collect())

@@ -1,6 +1,6 @@
-//! The fault loop: one worker per shard normally; faults kill or stop
-//! workers, start overlapping ones, restart the broker and stop, crash or
-//! pause PostgreSQL. Outages last a random while and may overlap other
+//! The fault loop: one worker per shard normally; faults kill, stop or
+//! freeze workers, start overlapping ones, restart or blackhole the broker
+//! and stop, crash or pause PostgreSQL. Outages last a random while and may overlap other
 //! faults. Then everything is healed and the monitors must resume.
 
 use std::{
@@ -15,10 +15,10 @@ use uuid::Uuid;
 
 use crate::{
     broker::Mosquitto,
-    check::{Outage, OutageKind, Ts},
+    check::{Outage, OutageKind, Replay, Ts},
     common::postgres::{PrivatePostgres as Cluster, StopMode},
     fleet::{Ended, Worker, WorkerEnv},
-    observe,
+    observe, replay,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -36,24 +36,42 @@ pub enum Fault {
     PgRestart,
     /// SIGSTOP every PostgreSQL process; SIGCONT after a while.
     PgPause,
+    /// SIGSTOP a shard's worker (maybe inside a transaction) and start its
+    /// replacement; SIGCONT the frozen one a while later (a zombie writer
+    /// that must find itself fenced), then SIGTERM it.
+    Freeze,
+    /// Drop every packet to and from the broker's port (iptables, loopback
+    /// only, no reset) for a while.
+    BrokerBlackhole,
+    /// Start an extra worker for a shard whose clock is 30 to 120 s off
+    /// (libfaketime); SIGTERM it a few seconds later.
+    ClockOffset,
+    /// Copy a monitor's signed row, write it back 3 to 8 s later, wait for
+    /// the refusal to be reported, repair the row, restart the shard.
+    Replay,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 10] = [
         Self::Kill9,
         Self::Sigterm,
         Self::Takeover,
         Self::BrokerRestart,
         Self::PgRestart,
         Self::PgPause,
+        Self::Freeze,
+        Self::BrokerBlackhole,
+        Self::ClockOffset,
+        Self::Replay,
     ];
 
     /// Relative frequency.
     fn weight(self) -> u64 {
         match self {
             Self::Kill9 | Self::Takeover => 6,
-            Self::Sigterm | Self::BrokerRestart => 4,
-            Self::PgRestart | Self::PgPause => 3,
+            Self::Sigterm | Self::BrokerRestart | Self::Freeze => 4,
+            Self::PgRestart | Self::PgPause | Self::BrokerBlackhole => 3,
+            Self::ClockOffset | Self::Replay => 2,
         }
     }
 }
@@ -67,6 +85,10 @@ impl fmt::Display for Fault {
             Self::BrokerRestart => "broker_restart",
             Self::PgRestart => "pg_restart",
             Self::PgPause => "pg_pause",
+            Self::Freeze => "freeze",
+            Self::BrokerBlackhole => "broker_blackhole",
+            Self::ClockOffset => "clock_offset",
+            Self::Replay => "replay",
         })
     }
 }
@@ -122,11 +144,37 @@ struct Slot {
 /// An old worker on its way out.
 struct Retiring {
     worker: Worker,
+    /// When a frozen worker is continued (then stopped 3 s later).
+    thaw_at: Option<Instant>,
     /// When to stop it (takeover) and how; `None`: already signalled.
     stop_at: Option<(Instant, bool)>,
     /// When it was sent SIGTERM, to kill it if it never exits.
     termed_at: Option<Instant>,
 }
+
+/// A replay of one monitor's row, from the copy to the repair.
+#[derive(Debug, Clone, Copy)]
+struct Episode {
+    monitor: Uuid,
+    shard: u32,
+    stage: Stage,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// The row was copied; it is written back then.
+    Saved { replay_at: Instant },
+    /// Written back (`replays[index]`); waiting for the report.
+    Replayed {
+        index: usize,
+        report_by: Instant,
+        next_poll: Instant,
+    },
+}
+
+/// How long the driver waits for a replay to be reported before it
+/// repairs the row anyway (the check then fails).
+const REPORT_WAIT: Duration = Duration::from_secs(150);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Database {
@@ -146,12 +194,19 @@ pub struct Chaos {
     /// Every worker that ever ran, for its log and its end.
     pub finished: Vec<Worker>,
     broker_down: Option<(Instant, Ts)>,
+    /// The broker's port blackholed until then, since then.
+    link_down: Option<(Instant, Ts, Blackhole)>,
     database: Database,
     database_down_since: Option<Ts>,
     rng: Rng,
     spawned: u32,
     pub injected: BTreeMap<Fault, u32>,
     pub outages: Vec<Outage>,
+    /// Workers started with an offset clock.
+    pub offset_workers: Vec<String>,
+    /// The replay in progress, if any.
+    episode: Option<Episode>,
+    pub replays: Vec<Replay>,
     /// SIGTERM exits during the faults, by how they ended.
     pub term_exits: BTreeMap<String, u32>,
     /// Workers that ended without being told to, and why (their last log line).
@@ -193,12 +248,16 @@ impl Chaos {
             retiring: Vec::new(),
             finished: Vec::new(),
             broker_down: None,
+            link_down: None,
             database: Database::Up,
             database_down_since: None,
             rng: Rng::new(seed),
             spawned: 0,
             injected: BTreeMap::new(),
             outages: Vec::new(),
+            offset_workers: Vec::new(),
+            episode: None,
+            replays: Vec::new(),
             term_exits: BTreeMap::new(),
             unexpected_exits: Vec::new(),
         }
@@ -256,9 +315,21 @@ impl Chaos {
         let applicable: Vec<Fault> = Fault::ALL
             .into_iter()
             .filter(|f| match f {
-                Fault::Kill9 | Fault::Sigterm | Fault::Takeover => has_worker,
-                Fault::BrokerRestart => self.broker_down.is_none(),
-                Fault::PgRestart | Fault::PgPause => self.database == Database::Up,
+                Fault::Kill9 | Fault::Sigterm | Fault::Takeover | Fault::Freeze => has_worker,
+                Fault::BrokerRestart | Fault::BrokerBlackhole => {
+                    self.broker_down.is_none() && self.link_down.is_none()
+                }
+                // It must reach the database to compare clocks.
+                Fault::PgRestart | Fault::PgPause | Fault::ClockOffset => {
+                    self.database == Database::Up
+                }
+                // One at a time, with no stale writer around that still
+                // holds the copied signature.
+                Fault::Replay => {
+                    self.database == Database::Up
+                        && self.episode.is_none()
+                        && self.retiring.is_empty()
+                }
             })
             .collect();
         if applicable.is_empty() {
@@ -321,6 +392,7 @@ impl Chaos {
                     worker.term();
                     self.retiring.push(Retiring {
                         worker,
+                        thaw_at: None,
                         stop_at: None,
                         termed_at: Some(now),
                     });
@@ -339,11 +411,74 @@ impl Chaos {
                     if let Some(old) = slot.current.replace(newcomer) {
                         self.retiring.push(Retiring {
                             worker: old,
+                            thaw_at: None,
                             stop_at: Some((stop_at, kill)),
                             termed_at: None,
                         });
                     }
                 }
+            }
+            Fault::Freeze => {
+                let Some(shard) = self.live_shard() else {
+                    return Ok(());
+                };
+                let newcomer = self.spawn(shard)?;
+                let thaw_at = now + self.rng.ms(2000, 12000);
+                if let Some(slot) = self.slots.get_mut(&shard) {
+                    slot.respawn_at = None;
+                    if let Some(old) = slot.current.replace(newcomer) {
+                        old.freeze();
+                        self.retiring.push(Retiring {
+                            worker: old,
+                            thaw_at: Some(thaw_at),
+                            stop_at: None,
+                            termed_at: None,
+                        });
+                    }
+                }
+            }
+            Fault::Replay => {
+                let ids: Vec<(Uuid, u32)> = self.monitors.iter().map(|(m, s)| (*m, *s)).collect();
+                let (monitor, shard) = ids[self.rng.below(ids.len() as u64) as usize];
+                let url = replay::url(&self.db_url);
+                if replay::save(&url, monitor).await.is_ok() {
+                    self.episode = Some(Episode {
+                        monitor,
+                        shard,
+                        stage: Stage::Saved {
+                            replay_at: now + self.rng.ms(3000, 8000),
+                        },
+                    });
+                }
+            }
+            Fault::ClockOffset => {
+                let shard = self.rng.below(u64::from(self.env.shards)) as u32 + 1;
+                let seconds = 30 + self.rng.below(90);
+                let sign = if self.rng.coin() { "+" } else { "-" };
+                self.spawned += 1;
+                let name = format!("w{:03}-s{shard}-clock{sign}{seconds}", self.spawned);
+                let worker = Worker::spawn_with(
+                    &self.env,
+                    name.clone(),
+                    shard,
+                    &[
+                        ("LD_PRELOAD", crate::fleet::LIBFAKETIME.to_string()),
+                        ("FAKETIME", format!("{sign}{seconds}s")),
+                        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_string()),
+                    ],
+                )?;
+                self.offset_workers.push(name);
+                self.retiring.push(Retiring {
+                    worker,
+                    thaw_at: None,
+                    stop_at: Some((now + self.rng.ms(3000, 8000), false)),
+                    termed_at: None,
+                });
+            }
+            Fault::BrokerBlackhole => {
+                let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1);
+                let hole = Blackhole::drop_port(self.broker.port)?;
+                self.link_down = Some((now + down, Utc::now(), hole));
             }
             Fault::BrokerRestart => {
                 let down = self.rng.ms(plan.outage_ms.0, plan.outage_ms.1.min(4000));
@@ -385,6 +520,16 @@ impl Chaos {
         {
             self.broker_up(since).await?;
         }
+        if self
+            .link_down
+            .as_ref()
+            .is_some_and(|(until, _, _)| now >= *until)
+        {
+            self.link_up()?;
+        }
+        if self.database == Database::Up {
+            self.advance_replay().await;
+        }
         match self.database {
             Database::Stopped { until } | Database::Paused { until } if now >= until => {
                 self.database_up().await?;
@@ -407,6 +552,13 @@ impl Chaos {
             }
         }
         for r in &mut self.retiring {
+            if let Some(at) = r.thaw_at
+                && now >= at
+            {
+                r.thaw_at = None;
+                r.worker.thaw();
+                r.stop_at = Some((now + Duration::from_secs(3), false));
+            }
             if let Some((at, kill)) = r.stop_at
                 && now >= at
             {
@@ -486,6 +638,99 @@ impl Chaos {
         Ok(())
     }
 
+    /// Moves the replay in progress on; a database error leaves it for the
+    /// next tick.
+    async fn advance_replay(&mut self) {
+        let Some(episode) = self.episode else {
+            return;
+        };
+        let now = Instant::now();
+        let url = replay::url(&self.db_url);
+        match episode.stage {
+            Stage::Saved { replay_at } if now >= replay_at => {
+                match replay::replay(&url, episode.monitor).await {
+                    Ok(true) => {
+                        self.replays.push(Replay {
+                            monitor: episode.monitor,
+                            at: Utc::now(),
+                            reported_at: None,
+                            repaired_at: None,
+                        });
+                        self.episode = Some(Episode {
+                            stage: Stage::Replayed {
+                                index: self.replays.len() - 1,
+                                report_by: now + REPORT_WAIT,
+                                next_poll: now + Duration::from_secs(1),
+                            },
+                            ..episode
+                        });
+                    }
+                    // The row never moved on: nothing to replay.
+                    Ok(false) => self.episode = None,
+                    Err(_) => {}
+                }
+            }
+            Stage::Replayed {
+                index,
+                report_by,
+                next_poll,
+            } if now >= next_poll => {
+                let reported = replay::reported(&url, episode.monitor)
+                    .await
+                    .unwrap_or(false);
+                if !reported && now < report_by {
+                    self.episode = Some(Episode {
+                        stage: Stage::Replayed {
+                            index,
+                            report_by,
+                            next_poll: now + Duration::from_secs(1),
+                        },
+                        ..episode
+                    });
+                    return;
+                }
+                if reported && let Some(r) = self.replays.get_mut(index) {
+                    r.reported_at.get_or_insert(Utc::now());
+                }
+                if replay::repair(&url, episode.monitor).await.is_err() {
+                    return;
+                }
+                if let Some(r) = self.replays.get_mut(index) {
+                    r.repaired_at = Some(Utc::now());
+                }
+                // The monitor failed to start for good in its worker: a
+                // fresh worker starts it from the repaired row.
+                if let Some(slot) = self.slots.get_mut(&episode.shard)
+                    && let Some(worker) = slot.current.take()
+                {
+                    worker.term();
+                    self.retiring.push(Retiring {
+                        worker,
+                        thaw_at: None,
+                        stop_at: None,
+                        termed_at: Some(now),
+                    });
+                    slot.respawn_at = Some(now);
+                }
+                self.episode = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn link_up(&mut self) -> Result<()> {
+        if let Some((_, since, hole)) = self.link_down.take() {
+            hole.remove()?;
+            self.outages.push(Outage {
+                kind: OutageKind::BrokerLink,
+                from: since,
+                to: Utc::now(),
+                what: format!("broker blackhole at {}", since.format("%H:%M:%S%.3f")),
+            });
+        }
+        Ok(())
+    }
+
     async fn database_up(&mut self) -> Result<()> {
         let what = match self.database {
             Database::Up => return Ok(()),
@@ -519,8 +764,21 @@ impl Chaos {
         if let Some((_, since)) = self.broker_down {
             self.broker_up(since).await?;
         }
+        self.link_up()?;
         self.database_up().await?;
+        // A copy not written back yet stays unused; one written back is
+        // seen through to its report and repair by `settle` below.
+        if let Some(Episode {
+            stage: Stage::Saved { .. },
+            ..
+        }) = self.episode
+        {
+            self.episode = None;
+        }
         for r in &mut self.retiring {
+            if r.thaw_at.take().is_some() {
+                r.worker.thaw();
+            }
             if r.worker.alive() {
                 r.worker.term();
                 r.termed_at = Some(Instant::now());
@@ -556,7 +814,7 @@ impl Chaos {
                     resumed.insert(row.service_id, ok);
                 }
             }
-            let retired = self.retiring.is_empty();
+            let retired = self.retiring.is_empty() && self.episode.is_none();
             if retired && resumed.values().all(|ok| *ok) {
                 break;
             }
@@ -580,6 +838,7 @@ impl Chaos {
             .collect();
         for w in &mut workers {
             if w.alive() {
+                w.thaw();
                 w.term();
             }
         }
@@ -599,5 +858,75 @@ impl Chaos {
             self.finished.push(w);
         }
         ends
+    }
+}
+
+/// iptables rules that drop every packet to and from one loopback port,
+/// removed by [`Blackhole::remove`] or, at the latest, on drop.
+pub struct Blackhole {
+    port: u16,
+    installed: bool,
+}
+
+impl Blackhole {
+    /// Loopback only, a private port only: the shared services are never touched.
+    fn rules(port: u16) -> [Vec<String>; 2] {
+        let port = port.to_string();
+        ["--dport", "--sport"].map(|dir| {
+            ["INPUT", "-i", "lo", "-p", "tcp", dir, &port, "-j", "DROP"]
+                .map(str::to_string)
+                .to_vec()
+        })
+    }
+
+    fn iptables(action: &str, rule: &[String]) -> Result<()> {
+        let status = std::process::Command::new("iptables")
+            .args(["-w", action])
+            .args(rule)
+            .status()?;
+        anyhow::ensure!(
+            status.success(),
+            "iptables {action} {} failed",
+            rule.join(" ")
+        );
+        Ok(())
+    }
+
+    pub fn drop_port(port: u16) -> Result<Self> {
+        let hole = Self {
+            port,
+            installed: true,
+        };
+        for rule in Self::rules(port) {
+            if let Err(e) = Self::iptables("-I", &rule) {
+                hole.remove()?;
+                return Err(e);
+            }
+        }
+        Ok(hole)
+    }
+
+    pub fn remove(mut self) -> Result<()> {
+        self.installed = false;
+        let mut result = Ok(());
+        for rule in Self::rules(self.port) {
+            // Each rule is removed even if the other was never added.
+            if let Err(e) = Self::iptables("-D", &rule)
+                && result.is_ok()
+            {
+                result = Err(e);
+            }
+        }
+        result
+    }
+}
+
+impl Drop for Blackhole {
+    fn drop(&mut self) {
+        if self.installed {
+            for rule in Self::rules(self.port) {
+                let _ = Self::iptables("-D", &rule);
+            }
+        }
     }
 }

@@ -61,6 +61,13 @@ impl AlarmState {
         self.open.as_ref().map(|a| a.seq)
     }
 
+    /// Numbers the next alarm after `seq` at least. A detector restored
+    /// from a snapshot does not know alarms opened after it was saved (and
+    /// committed by a background batch); their numbers must not be reused.
+    pub fn continue_after(&mut self, seq: u64) {
+        self.last_seq = self.last_seq.max(seq);
+    }
+
     /// Feeds one scored frame; returns the event it causes, if any.
     pub fn observe(&mut self, ts: DateTime<Utc>, flagged: bool, score: f64) -> Option<AlarmEvent> {
         if self.recent.len() == self.rule.open_n.max(1) {
@@ -163,6 +170,16 @@ mod tests {
             events[1].1,
             AlarmEvent::Closed { seq: 1, peak_score, .. } if peak_score == 7.0
         ));
+    }
+
+    #[test]
+    fn after_continuing_past_stored_alarms_numbers_are_not_reused() {
+        let mut state = AlarmState::new(rule(1, 1, 1));
+        feed(&mut state, "x.");
+        state.continue_after(3);
+        state.continue_after(2);
+        let events = feed(&mut state, "x");
+        assert!(matches!(events[0].1, AlarmEvent::Opened { seq: 4, .. }));
     }
 
     #[test]

@@ -120,6 +120,11 @@ impl Detector {
         self.health.as_ref()
     }
 
+    /// See [`AlarmState::continue_after`].
+    pub fn continue_alarms_after(&mut self, seq: u64) {
+        self.alarm.continue_after(seq);
+    }
+
     pub fn alarm_open(&self) -> bool {
         self.alarm.is_open()
     }

@@ -248,6 +248,18 @@ impl GraphExecutor {
         &self.graph
     }
 
+    /// Every alarm and detector node numbers its next alarm after `seq`
+    /// at least (see [`AlarmState::continue_after`]).
+    pub fn continue_alarms_after(&mut self, seq: u64) {
+        for state in &mut self.states {
+            match state {
+                NodeState::Alarm { alarm } => alarm.continue_after(seq),
+                NodeState::Detector { detector } => detector.continue_alarms_after(seq),
+                _ => {}
+            }
+        }
+    }
+
     pub fn frames_applied(&self) -> u64 {
         self.frames_applied
     }

@@ -6,6 +6,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use super::retry::RetryBackoff;
+
+/// The longest pause between checkpoint attempts while they fail.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(30);
+
 /// Why a checkpoint is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Trigger {
@@ -81,6 +86,10 @@ pub struct CheckpointPolicy {
     /// any write: a failing database stalls the model even when no
     /// checkpoint is due yet.
     failed_batch_since: Option<Instant>,
+    /// After a failed checkpoint nothing is due until the pause ends (at
+    /// most the stall timeout, so a recovered database is tried again
+    /// before a stall would be declared).
+    retry: RetryBackoff,
 }
 
 fn oldest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -101,6 +110,7 @@ impl CheckpointPolicy {
             next_attempt: 0,
             outstanding: VecDeque::new(),
             failed_batch_since: None,
+            retry: RetryBackoff::new(limits.timeout.min(MAX_RETRY_PAUSE)),
         }
     }
 
@@ -136,8 +146,12 @@ impl CheckpointPolicy {
     }
 
     /// The trigger that is due now, if any: a requested one, or the maximum
-    /// interval when a change has waited that long.
+    /// interval when a change has waited that long; none while the pause
+    /// after a failed checkpoint lasts.
     pub fn due(&mut self, now: Instant) -> Option<Trigger> {
+        if !self.retry.ready(now) {
+            return None;
+        }
         if self.pending.is_none()
             && self
                 .uncommitted_since
@@ -173,6 +187,7 @@ impl CheckpointPolicy {
             self.in_flight_since = None;
         }
         self.failed_batch_since = None;
+        self.retry.succeeded();
     }
 
     /// A background evidence batch started at `started` failed: the stall
@@ -184,12 +199,15 @@ impl CheckpointPolicy {
     /// A background evidence batch committed: the database takes writes.
     pub fn batch_committed(&mut self) {
         self.failed_batch_since = None;
+        self.retry.succeeded();
     }
 
-    /// `attempt` failed: its changes are uncommitted again and its trigger
-    /// stays due, so it is retried. The stall clock keeps counting from the
-    /// oldest attempt that has not committed.
-    pub fn failed(&mut self, attempt: Attempt, trigger: Option<Trigger>) {
+    /// `attempt` failed (found out at `now`): its changes are uncommitted
+    /// again and its trigger stays due, so it is retried after a pause. The
+    /// stall clock keeps counting from the oldest attempt that has not
+    /// committed.
+    pub fn failed(&mut self, attempt: Attempt, trigger: Option<Trigger>, now: Instant) {
+        self.retry.failed(now);
         self.uncommitted_since = oldest(self.uncommitted_since, self.in_flight_since.take());
         if let Some(trigger) = trigger {
             self.pending.get_or_insert(trigger);
@@ -279,8 +297,9 @@ mod tests {
         let mut p = CheckpointPolicy::new(limits());
         p.request(Trigger::Shutdown, t0);
         let (trigger, attempt) = p.started(t0);
-        p.failed(attempt, trigger);
-        assert_eq!(p.due(t0), Some(Trigger::Shutdown));
+        p.failed(attempt, trigger, t0);
+        assert_eq!(p.due(t0), None, "not before the retry pause ends");
+        assert_eq!(p.due(secs(t0, 1)), Some(Trigger::Shutdown));
     }
 
     #[test]
@@ -328,7 +347,7 @@ mod tests {
             p.stalled(secs(t0, 161)),
             "still not committed after the timeout"
         );
-        p.failed(first, trigger);
+        p.failed(first, trigger, secs(t0, 161));
         assert!(
             p.stalled(secs(t0, 161)),
             "a failure does not reset the clock"
@@ -391,8 +410,36 @@ mod tests {
         let mut p = CheckpointPolicy::new(limits());
         p.on_frames(1, secs(t0, 10));
         let (trigger, attempt) = p.started(secs(t0, 40));
-        p.failed(attempt, trigger);
+        p.failed(attempt, trigger, secs(t0, 40));
         assert_eq!(p.due(secs(t0, 41)), Some(Trigger::MaxInterval));
+    }
+
+    /// During an outage a checkpoint is due again only after pauses that
+    /// double up to the timeout, not on every batch of frames.
+    #[test]
+    fn failed_checkpoints_are_retried_after_doubling_pauses_not_on_every_batch() {
+        let t0 = Instant::now();
+        let mut p = CheckpointPolicy::new(CheckpointLimits {
+            interval_frames: 10,
+            max_interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(5),
+        });
+        let mut starts = Vec::new();
+        // 10 frames per second for 30 s, a batch every 100 ms; every write fails.
+        for tick in 0..300u64 {
+            let at = t0 + Duration::from_millis(100 * tick);
+            p.on_frames(1, at);
+            if p.due(at).is_some() {
+                let (trigger, attempt) = p.started(at);
+                starts.push(tick / 10);
+                p.failed(attempt, trigger, at);
+            }
+        }
+        assert_eq!(starts, [0, 1, 3, 7, 12, 17, 22, 27]);
+        let (_, attempt) = p.started(secs(t0, 30));
+        p.committed(attempt);
+        p.on_frames(10, secs(t0, 30));
+        assert!(p.due(secs(t0, 30)).is_some(), "a commit ends the pause");
     }
 
     proptest::proptest! {

@@ -227,6 +227,20 @@ impl MonitorCore {
         self.service_id
     }
 
+    /// The open alarm the detector knows (restored from the snapshot).
+    pub fn open_alarm_opened_at(&self) -> Option<DateTime<Utc>> {
+        self.open_alarm.map(|(_, at)| at)
+    }
+
+    /// After a restore: the alarm table already holds alarms up to `seq`
+    /// (some committed after the snapshot), so new ones are numbered after it.
+    pub fn continue_alarms_after(&mut self, seq: u64) {
+        match &mut self.engine {
+            Engine::Detector(detector) => detector.continue_alarms_after(seq),
+            Engine::Graph(run) => run.continue_alarms_after(seq),
+        }
+    }
+
     pub fn config(&self) -> &MonitorConfig {
         &self.config
     }

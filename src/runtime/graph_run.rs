@@ -84,6 +84,13 @@ impl GraphRun {
         self.executor.as_ref().map(GraphExecutor::frames_applied)
     }
 
+    /// See [`GraphExecutor::continue_alarms_after`]; nothing once quarantined.
+    pub fn continue_alarms_after(&mut self, seq: u64) {
+        if let Some(executor) = &mut self.executor {
+            executor.continue_alarms_after(seq);
+        }
+    }
+
     /// Runs every node once. The executor is moved through the frame and
     /// only comes back when no node failed uncertainly.
     pub(super) fn offer(&mut self, frame: &Frame) -> GraphFrame {

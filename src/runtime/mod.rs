@@ -1,13 +1,15 @@
 //! Runtime decisions free of any actor framework: the model side of a
-//! monitor, checkpoint triggers, shard assignment and exit reasons. `radar-actors` carries them out.
+//! monitor, checkpoint triggers, retry pauses, shard assignment and exit reasons. `radar-actors` carries them out.
 
 mod checkpoint_policy;
 mod core;
 mod exit;
 mod graph_run;
+mod retry;
 mod shard;
 
 pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
 pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
 pub use exit::{ExitReason, Restart};
+pub use retry::{FIRST_RETRY, RetryBackoff};
 pub use shard::owns;

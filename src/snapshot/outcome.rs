@@ -72,6 +72,10 @@ pub enum CorruptReason {
     Inconsistent(String),
     /// A readable column of the row disagrees with the signed envelope.
     ColumnMismatch(&'static str),
+    /// Authentic, but not the newest snapshot the monitor committed: the
+    /// checkpoint ledger records checkpoint `latest` with another
+    /// signature (`None`: it records none).
+    Replayed { latest: Option<u64> },
 }
 
 /// Why an authentic snapshot cannot be restored by this worker.
@@ -117,6 +121,7 @@ impl CorruptReason {
             Self::Undecodable(_) => "undecodable_payload",
             Self::Inconsistent(_) => "inconsistent_payload",
             Self::ColumnMismatch(_) => "column_mismatch",
+            Self::Replayed { .. } => "replayed",
         }
     }
 }
@@ -144,6 +149,17 @@ impl fmt::Display for CorruptReason {
             Self::ColumnMismatch(column) => write!(
                 f,
                 "column {column} disagrees with the signed envelope: the row was edited"
+            ),
+            Self::Replayed { latest: Some(n) } => write!(
+                f,
+                "replayed: the row is an older signed snapshot, not checkpoint #{n} that the \
+                 checkpoint ledger records as the newest commit; only a whole consistent \
+                 database restore may roll a monitor back"
+            ),
+            Self::Replayed { latest: None } => write!(
+                f,
+                "replayed: the checkpoint ledger records no commit of this snapshot; only a \
+                 whole consistent database restore may roll a monitor back"
             ),
         }
     }

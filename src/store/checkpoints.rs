@@ -19,13 +19,13 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use thiserror::Error;
 use uuid::Uuid;
 
-use super::stored::StoredSnapshot;
+use super::stored::{LedgerEntry, SnapshotColumns, StoredSnapshot};
 use super::{
     Pool, StoreError, checkout,
-    evidence::{PendingResults, insert_results},
+    evidence::{AlarmReconciliation, PendingResults, close_orphaned_alarms, insert_results},
     fence::Fence,
     health::HealthReporter,
-    schema::radar_runtime_checkpoints as rows,
+    schema::{radar_checkpoint_ledger as ledger, radar_runtime_checkpoints as rows},
 };
 use crate::snapshot::{FencingToken, SealedSnapshot};
 
@@ -65,6 +65,13 @@ pub enum WriteOutcome {
         writer: CheckpointWriter,
         error: StoreError,
     },
+    OwnershipLost(OwnershipLost),
+}
+
+/// Why the alarm reconciliation of a (re)started monitor did not happen.
+#[derive(Debug)]
+pub enum ReconcileError {
+    Failed(StoreError),
     OwnershipLost(OwnershipLost),
 }
 
@@ -151,23 +158,29 @@ impl CheckpointStore {
         &self.writer_id
     }
 
-    pub(super) fn pool(&self) -> &Pool {
+    pub fn pool(&self) -> &Pool {
         &self.pool
     }
 
-    /// The row of a monitor, if it has one.
+    /// The row of a monitor, if it has one, with the ledger's record of
+    /// its newest commit.
     pub async fn load_snapshot(
         &self,
         service_id: Uuid,
     ) -> Result<Option<StoredSnapshot>, StoreError> {
         self.bounded(async {
             let mut conn = checkout(&self.pool).await?;
-            Ok(rows::table
+            let found = rows::table
                 .find(service_id)
-                .select(StoredSnapshot::as_select())
-                .first(&mut conn)
+                .left_join(ledger::table.on(ledger::service_id.eq(rows::service_id)))
+                .select((
+                    SnapshotColumns::as_select(),
+                    (ledger::sequence, ledger::signature).nullable(),
+                ))
+                .first::<(SnapshotColumns, Option<LedgerEntry>)>(&mut conn)
                 .await
-                .optional()?)
+                .optional()?;
+            Ok(found.map(|(columns, newest)| StoredSnapshot::new(columns, newest)))
         })
         .await
     }
@@ -181,11 +194,15 @@ impl CheckpointStore {
                 let mut conn = checkout(&self.pool).await?;
                 let inserted = conn
                     .transaction::<_, diesel::result::Error, _>(async |conn| {
-                        diesel::insert_into(rows::table)
+                        let inserted = diesel::insert_into(rows::table)
                             .values(self.row_values(initial))
                             .on_conflict_do_nothing()
                             .execute(conn)
-                            .await
+                            .await?;
+                        if inserted == 1 {
+                            record_in_ledger(conn, service_id, &initial.token).await?;
+                        }
+                        Ok(inserted)
                     })
                     .await;
                 inserted.map_err(|e| self.db_error(e))
@@ -283,6 +300,31 @@ impl CheckpointStore {
     }
 }
 
+/// Records `token` as the monitor's newest committed snapshot, inside the
+/// transaction that commits it, so a loader can tell a replayed older row
+/// from the newest one.
+async fn record_in_ledger(
+    conn: &mut diesel_async::AsyncPgConnection,
+    service_id: Uuid,
+    token: &FencingToken,
+) -> diesel::QueryResult<usize> {
+    diesel::insert_into(ledger::table)
+        .values((
+            ledger::service_id.eq(service_id),
+            ledger::sequence.eq(1),
+            ledger::signature.eq(token.as_bytes()),
+        ))
+        .on_conflict(ledger::service_id)
+        .do_update()
+        .set((
+            ledger::sequence.eq(ledger::sequence + 1),
+            ledger::signature.eq(diesel::upsert::excluded(ledger::signature)),
+            ledger::committed_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await
+}
+
 /// Why a fenced transaction was rolled back.
 enum TxError {
     Db(diesel::result::Error),
@@ -354,18 +396,6 @@ impl CheckpointWriter {
         let result = store
             .bounded(async {
                 let mut conn = checkout(&store.pool).await?;
-                // A graph run's check needs the row lock first, so it
-                // always runs as a transaction.
-                if pending.is_empty() && !self.graph_run {
-                    // Nothing commits with the snapshot: the update alone,
-                    // in autocommit, is the whole transaction.
-                    let outcome = match update.execute(&mut conn).await {
-                        Ok(0) => Err(TxError::Refused),
-                        Ok(_) => Ok(()),
-                        Err(e) => Err(TxError::Db(e)),
-                    };
-                    return Ok(outcome);
-                }
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
                         if update.execute(conn).await? == 0 {
@@ -374,8 +404,11 @@ impl CheckpointWriter {
                         if self.graph_run && generation_failed(conn, self.service_id).await? {
                             return Err(TxError::RunFailed);
                         }
-                        insert_results(conn, self.service_id, next.token.as_bytes(), pending)
-                            .await?;
+                        record_in_ledger(conn, self.service_id, &next.token).await?;
+                        if !pending.is_empty() {
+                            insert_results(conn, self.service_id, next.token.as_bytes(), pending)
+                                .await?;
+                        }
                         Ok(())
                     })
                     .await;
@@ -468,6 +501,59 @@ impl CheckpointWriter {
                 writer: self,
                 error,
             },
+        }
+    }
+
+    /// After the first commit of a (re)started monitor: closes the alarms
+    /// its detector does not know (all open ones but `keep_open`, the
+    /// restored detector's own) and reads the highest stored alarm number,
+    /// under the row lock and this writer's signature, like an evidence
+    /// batch.
+    pub async fn reconcile_alarms(
+        self,
+        keep_open: Option<DateTime<Utc>>,
+    ) -> Result<(Self, AlarmReconciliation), ReconcileError> {
+        if self.fence.is_lost() {
+            return Err(ReconcileError::OwnershipLost(
+                self.lose(WriteKind::EvidenceBatch),
+            ));
+        }
+        let accepted = self.fence.accepted(false);
+        let store = &self.store;
+        let result = store
+            .bounded(async {
+                let mut conn = checkout(&store.pool).await?;
+                let outcome = conn
+                    .transaction::<_, TxError, _>(async |conn| {
+                        let signature: Option<Vec<u8>> = rows::table
+                            .find(self.service_id)
+                            .select(rows::signature)
+                            .for_update()
+                            .first(conn)
+                            .await
+                            .optional()?;
+                        let Some(held) = signature.filter(|s| accepted.contains(s)) else {
+                            return Err(TxError::Refused);
+                        };
+                        if self.graph_run && generation_failed(conn, self.service_id).await? {
+                            return Err(TxError::RunFailed);
+                        }
+                        Ok(close_orphaned_alarms(conn, self.service_id, &held, keep_open).await?)
+                    })
+                    .await;
+                Ok(outcome)
+            })
+            .await;
+        match result {
+            Ok(Ok(found)) => Ok((self, found)),
+            Ok(Err(TxError::Refused)) => Err(ReconcileError::OwnershipLost(
+                self.lose(WriteKind::EvidenceBatch),
+            )),
+            Ok(Err(TxError::RunFailed)) => Err(ReconcileError::OwnershipLost(
+                self.fenced_by_failed_run(WriteKind::EvidenceBatch),
+            )),
+            Ok(Err(TxError::Db(e))) => Err(ReconcileError::Failed(self.store.db_error(e))),
+            Err(error) => Err(ReconcileError::Failed(error)),
         }
     }
 

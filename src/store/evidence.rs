@@ -124,6 +124,57 @@ pub(super) async fn insert_results(
     Ok(())
 }
 
+/// What a restarted monitor found in its alarm table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AlarmReconciliation {
+    /// Open alarms the restored detector does not know, now closed.
+    pub closed: usize,
+    /// The highest alarm number stored for the monitor (0: none).
+    pub highest_seq: u64,
+}
+
+#[derive(diesel::QueryableByName)]
+struct HighestSeq {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    n: Option<i64>,
+}
+
+/// Closes every open alarm of the monitor except the one opened at
+/// `keep_open` (the restored detector's own), inside the caller's fenced
+/// transaction. Such alarms were opened by a background batch after the
+/// snapshot the detector came from; it will never close them. Each is
+/// closed at its last stored evidence frame (or where it opened): the last
+/// time anything was known about it.
+pub(super) async fn close_orphaned_alarms(
+    conn: &mut AsyncPgConnection,
+    service_id: Uuid,
+    writer_signature: &[u8],
+    keep_open: Option<DateTime<Utc>>,
+) -> QueryResult<AlarmReconciliation> {
+    use diesel::sql_types::{Bytea, Nullable, Timestamptz, Uuid as SqlUuid};
+    let closed = diesel::sql_query(
+        "UPDATE radar_alarms a SET closed_at = GREATEST(a.opened_at, COALESCE( \
+           (SELECT max(e.frame_ts) FROM radar_evidence e WHERE e.service_id = a.service_id \
+              AND e.alarm_seq = a.alarm_seq AND e.frame_ts >= a.opened_at), a.opened_at)), \
+           writer_signature = $2 \
+         WHERE a.service_id = $1 AND a.closed_at IS NULL AND a.opened_at IS DISTINCT FROM $3",
+    )
+    .bind::<SqlUuid, _>(service_id)
+    .bind::<Bytea, _>(writer_signature)
+    .bind::<Nullable<Timestamptz>, _>(keep_open)
+    .execute(conn)
+    .await?;
+    let highest: HighestSeq =
+        diesel::sql_query("SELECT max(alarm_seq) AS n FROM radar_alarms WHERE service_id = $1")
+            .bind::<SqlUuid, _>(service_id)
+            .get_result(conn)
+            .await?;
+    Ok(AlarmReconciliation {
+        closed,
+        highest_seq: highest.n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+    })
+}
+
 /// Counters and sequence numbers beyond i64 do not occur; saturate rather
 /// than wrap if one ever did.
 fn to_i64(n: u64) -> i64 {

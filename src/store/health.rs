@@ -29,7 +29,10 @@ pub struct HealthRecord {
     pub recovery: Option<serde_json::Value>,
     pub coverage: Option<serde_json::Value>,
     pub last_error: Option<String>,
-    /// This worker's clock when the record was taken.
+    /// This worker's clock when the record was taken. The row stores the
+    /// database's time instead (and `last_checkpoint_at` moved onto the
+    /// database's clock by the age this worker measured), so that status
+    /// ages never depend on a writer's clock.
     pub heartbeat_at: DateTime<Utc>,
 }
 
@@ -53,12 +56,15 @@ pub struct HealthReporter {
 }
 
 /// The upsert, applied only if the snapshot row holds one of the tokens.
-/// The EXISTS is a plain read: it never waits for a row lock.
+/// The EXISTS is a plain read: it never waits for a row lock. Times are on
+/// the database's clock: the heartbeat is `now()`, and the last checkpoint
+/// is as old as the writer measured it ($13 - $7, a duration, whatever its
+/// clock's offset).
 const UPSERT: &str = "
 INSERT INTO radar_operational_status (service_id, worker_id, state, phase, connected,
     processed_count, last_checkpoint_at, fencing_token, ownership, recovery, coverage,
     last_error, heartbeat_at)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
+SELECT $1, $2, $3, $4, $5, $6, now() - ($13 - $7), $8, $9, $10, $11, $12, now()
 WHERE {condition}
 ON CONFLICT (service_id) DO UPDATE SET
     worker_id = EXCLUDED.worker_id, state = EXCLUDED.state, phase = EXCLUDED.phase,

@@ -32,10 +32,11 @@ use diesel_async::{
 };
 
 pub use checkpoints::{
-    CheckpointStore, CheckpointWriter, Claim, LossReason, OwnershipLost, WriteKind, WriteOutcome,
+    CheckpointStore, CheckpointWriter, Claim, LossReason, OwnershipLost, ReconcileError, WriteKind,
+    WriteOutcome,
 };
 pub use error::StoreError;
-pub use evidence::{AlarmRecord, EvidenceRecord, PendingResults};
+pub use evidence::{AlarmReconciliation, AlarmRecord, EvidenceRecord, PendingResults};
 pub use graphs::{
     Activated, Admission, AdmissionRefusal, FailureRecord, GraphStore, GraphStoreError, PlanChange,
     PublishPlan, RetriedFailure, RevisionRow, RunInspection, RunRow, RunSummary, StopOutcome,
@@ -43,13 +44,13 @@ pub use graphs::{
 pub use health::{HealthOutcome, HealthRecord, HealthReporter};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};
-pub use status::{StatusRow, list_status};
+pub use status::{ClockReading, StatusRow, list_status, read_clock, without_live_owner};
 pub use stored::StoredSnapshot;
 
 /// One pool per process. Every connection bounds each of its statements,
-/// lock waits included, by the pool's statement timeout (set once per
-/// session when the connection is made, so no transaction spends a round
-/// trip on it).
+/// lock waits included, and every idle pause inside a transaction by the
+/// pool's statement timeout (set once per session when the connection is
+/// made, so no transaction spends a round trip on it).
 #[derive(Clone)]
 pub struct Pool {
     connections: deadpool::Pool<AsyncPgConnection>,
@@ -81,9 +82,16 @@ pub async fn connect(
         let url = url.to_string();
         Box::pin(async move {
             let mut conn = AsyncPgConnection::establish(&url).await?;
-            conn.batch_execute(&format!("SET statement_timeout = {ms}"))
-                .await
-                .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
+            // A writer frozen inside a transaction (SIGSTOP, a stalled
+            // host) would hold the snapshot row lock for as long as it is
+            // frozen and block every takeover: the server ends a session
+            // that sits idle inside a transaction for longer than a statement
+            // may run.
+            conn.batch_execute(&format!(
+                "SET statement_timeout = {ms}; SET idle_in_transaction_session_timeout = {ms}"
+            ))
+            .await
+            .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
             Ok(conn)
         })
     });

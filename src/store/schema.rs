@@ -76,7 +76,17 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    radar_checkpoint_ledger (service_id) {
+        service_id -> Uuid,
+        sequence -> Int8,
+        signature -> Bytea,
+        committed_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(radar_runtime_checkpoints -> services (service_id));
+diesel::joinable!(radar_checkpoint_ledger -> services (service_id));
 diesel::joinable!(radar_alarms -> services (service_id));
 diesel::joinable!(radar_evidence -> services (service_id));
 diesel::joinable!(radar_operational_status -> services (service_id));
@@ -84,6 +94,7 @@ diesel::joinable!(radar_operational_status -> services (service_id));
 diesel::allow_tables_to_appear_in_same_query!(
     services,
     radar_runtime_checkpoints,
+    radar_checkpoint_ledger,
     radar_alarms,
     radar_evidence,
     radar_operational_status,

@@ -54,6 +54,74 @@ type Joined = (
     )>,
 );
 
+/// How this process's clock compares with the database's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockReading {
+    /// The database's `now()`.
+    pub database_now: DateTime<Utc>,
+    /// Database time minus this process's time, taken at the midpoint of
+    /// the round trip.
+    pub offset: chrono::TimeDelta,
+    /// Half the round trip: the offset is known only this precisely.
+    pub uncertainty: chrono::TimeDelta,
+}
+
+#[derive(diesel::QueryableByName)]
+struct Now {
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    now: DateTime<Utc>,
+}
+
+/// Reads the database's clock. Ages in `radar status` are measured on it,
+/// and a worker compares its own clock with it.
+pub async fn read_clock(pool: &Pool) -> Result<ClockReading, StoreError> {
+    let mut conn = checkout(pool).await?;
+    let sent = Utc::now();
+    let Now { now } = diesel::sql_query("SELECT now() AS now")
+        .get_result(&mut conn)
+        .await?;
+    let received = Utc::now();
+    let uncertainty = (received - sent) / 2;
+    Ok(ClockReading {
+        database_now: now,
+        offset: now - (sent + uncertainty),
+        uncertainty,
+    })
+}
+
+#[derive(diesel::QueryableByName)]
+struct Unwatched {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: Uuid,
+}
+
+/// Which of `monitors` no live worker runs: no status row, a status row of
+/// a worker that stopped or gave the monitor up, or a heartbeat older than
+/// `stale_after` on the database's clock. A worker that lost a monitor to
+/// an overlapping worker takes it back once that worker is gone.
+pub async fn without_live_owner(
+    pool: &Pool,
+    monitors: &[Uuid],
+    stale_after: std::time::Duration,
+) -> Result<Vec<Uuid>, StoreError> {
+    if monitors.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut conn = checkout(pool).await?;
+    let rows: Vec<Unwatched> = diesel::sql_query(
+        "SELECT m.id FROM unnest($1::uuid[]) AS m(id) \
+         LEFT JOIN radar_operational_status s ON s.service_id = m.id \
+         WHERE s.service_id IS NULL \
+            OR s.state IN ('stopped', 'ownership_lost', 'failed', 'startup_failed') \
+            OR s.heartbeat_at < now() - make_interval(secs => $2)",
+    )
+    .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(monitors)
+    .bind::<diesel::sql_types::Double, _>(stale_after.as_secs_f64())
+    .load(&mut conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
 /// Every monitor with its status, active ones first, by name.
 pub async fn list_status(pool: &Pool, include_retired: bool) -> Result<Vec<StatusRow>, StoreError> {
     let mut conn = checkout(pool).await?;

@@ -37,7 +37,7 @@ pub use handle::{METER_NAME, MonitorTelemetry, Telemetry};
 pub use instruments::Instruments;
 pub use labels::{CheckpointFailure, DetectorPhase, ModelOperation, RejectReason};
 pub use names::Metric;
-pub use readiness::{Board, MonitorView, NotReady, Readiness, Recovery};
+pub use readiness::{Board, MonitorView, NotReady, Readiness, Recovery, WorkerNotReady};
 
 #[cfg(test)]
 mod tests;

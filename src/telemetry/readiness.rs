@@ -150,10 +150,12 @@ pub struct MonitorView {
     pub stale_rejected: u64,
 }
 
-/// Every admitted monitor of this worker.
+/// Every admitted monitor of this worker, and what keeps the worker as a
+/// whole from being ready (e.g. no database yet).
 #[derive(Debug, Clone, Default)]
 pub struct Board {
     slots: Arc<RwLock<BTreeMap<Uuid, Arc<Slot>>>>,
+    held: Arc<RwLock<BTreeMap<&'static str, String>>>,
 }
 
 impl Board {
@@ -170,6 +172,24 @@ impl Board {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, slot.clone());
         slot
+    }
+
+    /// Marks the worker not ready for `reason` (a stable snake_case code)
+    /// until [`Board::release`]; `detail` says why, for the operator.
+    pub fn hold(&self, reason: &'static str, detail: impl Into<String>) {
+        self.held
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(reason, detail.into());
+    }
+
+    /// Ends a [`Board::hold`]; returns whether it was held.
+    pub fn release(&self, reason: &'static str) -> bool {
+        self.held
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(reason)
+            .is_some()
     }
 
     /// Takes a monitor off the board: it is no longer admitted here.
@@ -232,10 +252,21 @@ impl Board {
                 detail: v.detail,
             })
             .collect();
+        let worker: Vec<WorkerNotReady> = self
+            .held
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(reason, detail)| WorkerNotReady {
+                reason,
+                detail: detail.clone(),
+            })
+            .collect();
         Readiness {
-            ready: not_ready.is_empty(),
+            ready: not_ready.is_empty() && worker.is_empty(),
             monitors,
             not_ready,
+            worker,
         }
     }
 }
@@ -247,6 +278,15 @@ pub struct Readiness {
     /// How many monitors are admitted.
     pub monitors: usize,
     pub not_ready: Vec<NotReady>,
+    /// What keeps the whole worker from being ready.
+    pub worker: Vec<WorkerNotReady>,
+}
+
+/// A reason the whole worker is not ready.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkerNotReady {
+    pub reason: &'static str,
+    pub detail: String,
 }
 
 /// A monitor that keeps the worker from being ready.
@@ -271,6 +311,17 @@ mod tests {
         assert!(r.ready);
         assert_eq!(r.monitors, 0);
         assert!(r.not_ready.is_empty());
+    }
+
+    #[test]
+    fn a_held_worker_is_not_ready_until_released() {
+        let board = Board::new();
+        board.hold("database_unavailable", "PostgreSQL refuses connections");
+        let r = board.readiness();
+        assert!(!r.ready);
+        assert_eq!(r.worker[0].reason, "database_unavailable");
+        assert!(board.release("database_unavailable"));
+        assert!(board.readiness().ready);
     }
 
     #[test]

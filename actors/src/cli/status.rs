@@ -37,7 +37,8 @@ pub async fn run(args: StatusArgs, settings: &Settings) -> anyhow::Result<ExitCo
     store::check_schema(&settings.database_url).await?;
     let pool = store::connect(&settings.database_url, 1, settings.checkpoint_timeout()).await?;
     let rows = store::list_status(&pool, args.all).await?;
-    let now = Utc::now();
+    // Ages on the clock the rows were stamped with, not this machine's.
+    let now = store::read_clock(&pool).await?.database_now;
     let views: Vec<StatusJson> = rows
         .iter()
         .map(|row| {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use chrono::Utc;
 use radar::{
+    runtime::RetryBackoff,
     store::{CheckpointWriter, PendingResults, StoreError, WriteOutcome},
     telemetry::{CheckpointFailure, MonitorTelemetry, events},
 };
@@ -28,8 +29,11 @@ use super::{
 };
 
 /// How often pending evidence is flushed between checkpoints, and failed
-/// checkpoints are retried.
+/// checkpoints are retried (once their pause has passed).
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// The longest pause between writes while they fail.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(30);
 
 /// Who holds the writer right now.
 enum Slot {
@@ -59,6 +63,9 @@ pub struct CheckpointActor {
     monitor: Addr<MonitorActor>,
     view: watch::Sender<CheckpointView>,
     rejected_results: u64,
+    /// After a failed write nothing but the last snapshot is written until
+    /// the pause ends, so an outage is not met with one attempt per batch.
+    retry: RetryBackoff,
     /// A quarantine's failure record, waiting for the writer to be free.
     failure: Option<RecordFailure>,
     metrics: MonitorTelemetry,
@@ -89,6 +96,7 @@ impl CheckpointActor {
             monitor,
             view,
             rejected_results: 0,
+            retry: RetryBackoff::new(timeout.min(MAX_RETRY_PAUSE)),
             failure: None,
         }
     }
@@ -184,7 +192,11 @@ impl CheckpointActor {
         }
         match std::mem::replace(&mut self.slot, Slot::Busy) {
             Slot::Idle(writer) => {
-                if let Some(next) = self.next.take() {
+                // The last snapshot has its own deadline (the stop's timeout).
+                let last = self.next.as_ref().is_some_and(|n| n.last);
+                if !last && !self.retry.ready(Instant::now()) {
+                    self.slot = Slot::Idle(writer);
+                } else if let Some(next) = self.next.take() {
                     self.commit_snapshot(writer, next, ctx);
                 } else if !self.pending.is_empty() {
                     self.commit_batch(writer, ctx);
@@ -229,6 +241,7 @@ impl CheckpointActor {
                 let last = next.last;
                 match outcome {
                     WriteOutcome::Committed(writer) => {
+                        act.retry.succeeded();
                         act.drop_committed(included);
                         let token = writer.token().short();
                         act.slot = Slot::Idle(writer);
@@ -251,6 +264,7 @@ impl CheckpointActor {
                     }
                     WriteOutcome::Failed { writer, error } => {
                         act.slot = Slot::Idle(writer);
+                        act.retry.failed(Instant::now());
                         let message = error.to_string();
                         act.metrics.emit(events::CheckpointFailed {
                             reason: failure_kind(&error),
@@ -301,6 +315,7 @@ impl CheckpointActor {
         let settled = |committed| BatchSettled { committed, started };
         match outcome {
             WriteOutcome::Committed(writer) => {
+                self.retry.succeeded();
                 self.drop_committed(included);
                 self.slot = Slot::Idle(writer);
                 if let Some(model) = &self.model {
@@ -311,6 +326,7 @@ impl CheckpointActor {
                 if let Some(model) = &self.model {
                     model.do_send(settled(false));
                 }
+                self.retry.failed(Instant::now());
                 tracing::warn!(monitor_id = %self.service_id, error = %error, "An evidence batch failed; it stays queued.");
                 self.metrics.emit(events::CheckpointFailed {
                     reason: failure_kind(&error),

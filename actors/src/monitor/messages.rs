@@ -33,6 +33,14 @@ pub struct NewResults {
     pub results: PendingResults,
 }
 
+/// Monitor -> model, before any input: the alarm table already holds
+/// alarms numbered up to `after`; the next one must be numbered after it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ContinueAlarms {
+    pub after: u64,
+}
+
 /// Checkpoint -> model: a snapshot committed (or could not be).
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -28,8 +28,8 @@ use super::{
     MonitorActor,
     checkpoint::CheckpointActor,
     messages::{
-        AttachInput, BatchSettled, CommitReport, Connection, Halt, InputDrained, NewResults,
-        Quarantined, SealNow, SealedNow, SnapshotReady,
+        AttachInput, BatchSettled, CommitReport, Connection, ContinueAlarms, Halt, InputDrained,
+        NewResults, Quarantined, SealNow, SealedNow, SnapshotReady,
     },
     view::ModelView,
 };
@@ -218,7 +218,7 @@ impl ModelActor {
             }),
             Err(error) => {
                 tracing::error!(monitor_id = %self.core.service_id(), %error, "Could not seal a snapshot.");
-                self.policy.failed(attempt, Some(trigger));
+                self.policy.failed(attempt, Some(trigger), Instant::now());
             }
         }
     }
@@ -421,6 +421,14 @@ impl Handler<SealNow> for ModelActor {
     }
 }
 
+impl Handler<ContinueAlarms> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ContinueAlarms, _: &mut Self::Context) {
+        self.core.continue_alarms_after(msg.after);
+    }
+}
+
 impl Handler<CommitReport> for ModelActor {
     type Result = ();
 
@@ -436,7 +444,7 @@ impl Handler<CommitReport> for ModelActor {
                 self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         } else {
-            self.policy.failed(msg.attempt, msg.trigger);
+            self.policy.failed(msg.attempt, msg.trigger, Instant::now());
         }
         self.publish();
     }

@@ -17,8 +17,8 @@ use radar::{
     runtime::{CheckpointPolicy, CoreError, ExitReason, MonitorCore, Trigger},
     snapshot::{FencingToken, LoadOutcome, SnapshotBinding},
     store::{
-        Admission, AdmissionRefusal, CheckpointStore, CheckpointWriter, Claim, GraphStoreError,
-        HealthRecord, MonitorRow, PendingResults, WriteOutcome,
+        Admission, AdmissionRefusal, AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim,
+        GraphStoreError, HealthRecord, MonitorRow, PendingResults, ReconcileError, WriteOutcome,
     },
 };
 use tokio::sync::watch;
@@ -30,7 +30,7 @@ use super::{
     checkpoint::{CheckpointActor, Claimed},
     health::{HealthActor, HealthInputs},
     ingestion::IngestionActor,
-    messages::{AttachInput, CommitReport, Halt, SealNow, SealedNow},
+    messages::{AttachInput, CommitReport, ContinueAlarms, Halt, SealNow, SealedNow},
     model::{ModelActor, ModelSetup},
     view::{CheckpointView, Ownership},
 };
@@ -169,6 +169,7 @@ async fn start_once(
         span.clone(),
     )
     .start();
+    let keep_open = core.open_alarm_opened_at();
     let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
     let setup = ModelSetup {
         core,
@@ -221,22 +222,28 @@ async fn start_once(
     let commit_started = std::time::Instant::now();
     let writer = match &worker.store {
         None => None,
-        Some(store) => match first_commit(store, &sealed, loaded, config.graph.is_some()).await {
-            Ok(writer) => {
-                metrics.emit(events::CheckpointCommitted {
-                    trigger: Trigger::BeforeSubscribing,
-                    duration: commit_started.elapsed(),
-                    bytes: sealed.bytes.payload.len() as u64,
-                    saved_at: sealed.envelope.saved_at,
-                });
-                Some(writer)
+        Some(store) => {
+            match first_commit(store, &sealed, loaded, keep_open, config.graph.is_some()).await {
+                Ok((writer, alarms)) => {
+                    // Before any input reaches the model (messages keep their order).
+                    model.do_send(ContinueAlarms {
+                        after: alarms.highest_seq,
+                    });
+                    metrics.emit(events::CheckpointCommitted {
+                        trigger: Trigger::BeforeSubscribing,
+                        duration: commit_started.elapsed(),
+                        bytes: sealed.bytes.payload.len() as u64,
+                        saved_at: sealed.envelope.saved_at,
+                    });
+                    Some(writer)
+                }
+                Err(error) => {
+                    let (StartError::Superseded(reason) | StartError::Exit(reason)) = &error;
+                    halt_all(reason);
+                    return Err(error);
+                }
             }
-            Err(error) => {
-                let (StartError::Superseded(reason) | StartError::Exit(reason)) = &error;
-                halt_all(reason);
-                return Err(error);
-            }
-        },
+        }
     };
     let reporter = writer.as_ref().map(CheckpointWriter::health_reporter);
     if writer.is_some() {
@@ -515,7 +522,39 @@ async fn load(
     Err(ExitReason::StartupFailed { reason })
 }
 
+/// The checkpoint before subscribing, then the alarm reconciliation: a
+/// detector restored after a hard crash does not know alarms that a
+/// background batch committed after its snapshot. They are closed (it would
+/// never close them) and new alarms are numbered after every stored one.
 async fn first_commit(
+    store: &CheckpointStore,
+    sealed: &radar::snapshot::SealedSnapshot,
+    loaded: Option<FencingToken>,
+    keep_open: Option<chrono::DateTime<Utc>>,
+    graph_run: bool,
+) -> Result<(CheckpointWriter, AlarmReconciliation), StartError> {
+    let id = sealed.envelope.service_id;
+    let writer = claim_or_replace(store, sealed, loaded, graph_run).await?;
+    match writer.reconcile_alarms(keep_open).await {
+        Ok((writer, found)) => {
+            if found.closed > 0 {
+                tracing::warn!(monitor_id = %id, closed = found.closed, highest_alarm_seq = found.highest_seq, "Closed alarms left open after the restored snapshot: the detector rolled back past their opening and would never close them.");
+            }
+            Ok((writer, found))
+        }
+        Err(ReconcileError::OwnershipLost(lost)) => {
+            Err(StartError::Superseded(superseded_while_starting(&lost)))
+        }
+        Err(ReconcileError::Failed(error)) => Err(ExitReason::Failed {
+            error: format!(
+                "closing the alarms monitor {id} left open before its restart failed: {error}"
+            ),
+        }
+        .into()),
+    }
+}
+
+async fn claim_or_replace(
     store: &CheckpointStore,
     sealed: &radar::snapshot::SealedSnapshot,
     loaded: Option<FencingToken>,

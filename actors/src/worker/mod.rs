@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use radar::{
     config::Settings,
     mqtt::Backoff,
-    runtime::CheckpointLimits,
+    runtime::{CheckpointLimits, RetryBackoff},
     snapshot::CheckpointKey,
     store::{self, CheckpointStore, GraphStore, MonitorRow, Services, StoreError},
     telemetry::Telemetry,
@@ -98,9 +98,6 @@ pub fn run(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode> {
 
 async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode> {
     let worker_id = settings.worker_id();
-    store::check_schema(&settings.database_url)
-        .await
-        .context("checking the database schema")?;
     let (secret, source) = settings.checkpoint_key()?;
     let key = Arc::new(CheckpointKey::new(secret.expose().to_vec()));
     tracing::info!(
@@ -124,13 +121,36 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
     let server_handle = server.handle();
     actix_rt::spawn(server);
     tracing::info!(addr = %settings.metrics_addr, "Serving /metrics, /healthz and /readyz.");
-    let pool = store::connect(
-        &settings.database_url,
-        POOL_SIZE,
-        settings.checkpoint_timeout(),
-    )
-    .await
-    .context("connecting to PostgreSQL")?;
+    let pool = {
+        let stop = shutdown_signal();
+        tokio::pin!(stop);
+        tokio::select! {
+            pool = wait_for_database(&settings, telemetry.board()) => pool?,
+            signal = &mut stop => {
+                tracing::info!(signal, "Stopped while waiting for PostgreSQL; nothing was started.");
+                server_handle.stop(true).await;
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    };
+    // A worker whose clock is off would judge every source time wrongly and
+    // stamp its snapshots with wrong save times: it starts no monitor until
+    // the clocks agree.
+    {
+        let stop = shutdown_signal();
+        tokio::pin!(stop);
+        while !clock_agrees(&pool, telemetry.board()).await {
+            tokio::select! {
+                _ = tokio::time::sleep(CLOCK_CHECK_EVERY) => {}
+                signal = &mut stop => {
+                    tracing::info!(signal, "Stopped while the clock disagreed with PostgreSQL's; nothing was started.");
+                    server_handle.stop(true).await;
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+    }
+    actix_rt::spawn(watch_clock(pool.clone(), telemetry.board().clone()));
     let store = settings
         .db_write_enabled
         .then(|| CheckpointStore::new(pool.clone(), worker_id.clone()));
@@ -233,6 +253,104 @@ impl RunningWorker {
         self.supervisor.do_send(Shutdown);
         stop_within(self.stop_after, self.supervisor.clone()).await
     }
+}
+
+/// Why the worker is not ready while it waits for the database.
+const DATABASE_UNAVAILABLE: &str = "database_unavailable";
+
+/// Checks the schema and builds the pool, waiting (not ready, retrying
+/// with pauses that double up to 30 s) while PostgreSQL cannot be reached:
+/// a worker started during a database outage starts when it answers. A
+/// schema this binary cannot run on is an error at once.
+async fn wait_for_database(
+    settings: &Settings,
+    board: &radar::telemetry::Board,
+) -> anyhow::Result<store::Pool> {
+    let timeout = settings.checkpoint_timeout();
+    let mut backoff = RetryBackoff::new(Duration::from_secs(30));
+    loop {
+        let attempt = async {
+            tokio::time::timeout(timeout, store::check_schema(&settings.database_url))
+                .await
+                .unwrap_or(Err(StoreError::Timeout {
+                    seconds: timeout.as_secs(),
+                }))?;
+            store::connect(&settings.database_url, POOL_SIZE, timeout).await
+        };
+        match attempt.await {
+            Ok(pool) => {
+                if board.release(DATABASE_UNAVAILABLE) {
+                    tracing::info!("PostgreSQL answers; starting the monitors.");
+                }
+                return Ok(pool);
+            }
+            Err(
+                e @ (StoreError::Connect(_) | StoreError::Timeout { .. } | StoreError::Pool(_)),
+            ) => {
+                let pause = backoff.failed(std::time::Instant::now());
+                let detail = format!("PostgreSQL cannot be reached: {e}");
+                tracing::warn!(error = %e, retry_in_seconds = pause.as_secs(), "PostgreSQL cannot be reached; the worker is not ready and starts no monitor until it answers.");
+                board.hold(DATABASE_UNAVAILABLE, detail);
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => return Err(e).context("checking the database schema"),
+        }
+    }
+}
+
+/// Why the worker is not ready while its clock disagrees with the database's.
+const CLOCK_SKEW: &str = "clock_skew";
+/// How far this worker's clock may be from the database's. Source times
+/// are judged on this clock (freshness, age, future tolerance), so an
+/// offset beyond a few seconds rejects or admits input wrongly.
+const CLOCK_TOLERANCE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// Compares this worker's clock with the database's every 10 s (see
+/// [`clock_agrees`]).
+async fn watch_clock(pool: store::Pool, board: radar::telemetry::Board) {
+    loop {
+        tokio::time::sleep(CLOCK_CHECK_EVERY).await;
+        clock_agrees(&pool, &board).await;
+    }
+}
+
+/// Compares this worker's clock with the database's: while they disagree
+/// by more than the tolerance (beyond what the round trip leaves uncertain)
+/// the worker is not ready and says so once. A clock that cannot be read
+/// counts as agreeing (the database being away is reported elsewhere).
+async fn clock_agrees(pool: &store::Pool, board: &radar::telemetry::Board) -> bool {
+    let reading = match store::read_clock(pool).await {
+        Ok(reading) => reading,
+        Err(e) => {
+            tracing::debug!(error = %e, "Could not read the database's clock.");
+            return true;
+        }
+    };
+    if reading.offset.abs() - reading.uncertainty <= CLOCK_TOLERANCE {
+        if board.release(CLOCK_SKEW) {
+            tracing::info!("This worker's clock agrees with PostgreSQL's again.");
+        }
+        return true;
+    }
+    let seconds = reading.offset.num_milliseconds() as f64 / 1000.0;
+    let (how, by) = if seconds < 0.0 {
+        ("ahead of", -seconds)
+    } else {
+        ("behind", seconds)
+    };
+    let detail = format!(
+        "this worker's clock is {by:.1} s {how} PostgreSQL's; source times are judged on it, \
+         so fix the host's time synchronization (NTP)"
+    );
+    if !board.release(CLOCK_SKEW) {
+        tracing::error!(
+            offset_seconds = seconds,
+            "{detail}; the worker reports not ready (and starts no monitor) until the clocks agree."
+        );
+    }
+    board.hold(CLOCK_SKEW, detail);
+    false
 }
 
 /// The MQTT reconnect schedule: production values unless the test-only

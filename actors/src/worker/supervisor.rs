@@ -33,6 +33,11 @@ fn poll_every() -> Duration {
         .and_then(|v| v.trim().parse().ok())
         .map_or(POLL_EVERY, Duration::from_millis)
 }
+/// How long a monitor this worker lost may go without a heartbeat from its
+/// new owner before this worker takes it back: several heartbeats (every
+/// 2 s) and a slow status write.
+pub const OWNER_SILENT_FOR: Duration = Duration::from_secs(20);
+
 /// Restart delays of a monitor whose start failed transiently.
 const RESTART_BACKOFF: Backoff = Backoff {
     initial: Duration::from_secs(5),
@@ -150,21 +155,38 @@ impl Supervisor {
         }
         self.polling = true;
         let source = self.worker.monitors.clone();
-        async move { source.list().await }
-            .into_actor(self)
-            .map(|rows, act, ctx| {
-                act.polling = false;
-                match rows {
-                    Ok(rows) => act.reconcile(rows, ctx),
-                    Err(error) => {
-                        tracing::warn!(%error, "Could not list monitors; keeping the current set.")
-                    }
+        let pool = self.worker.store.as_ref().map(|s| s.pool().clone());
+        let lost: Vec<Uuid> = self
+            .exited
+            .iter()
+            .filter(|(_, e)| matches!(e.reason, ExitReason::OwnershipLost { .. }))
+            .map(|(id, _)| *id)
+            .collect();
+        async move {
+            let rows = source.list().await?;
+            // Monitors lost to an overlapping worker that no live worker runs.
+            let unwatched = match pool {
+                Some(pool) if !lost.is_empty() => {
+                    radar::store::without_live_owner(&pool, &lost, OWNER_SILENT_FOR).await?
                 }
-            })
-            .spawn(ctx);
+                _ => Vec::new(),
+            };
+            Ok::<_, radar::store::StoreError>((rows, unwatched))
+        }
+        .into_actor(self)
+        .map(|rows, act, ctx| {
+            act.polling = false;
+            match rows {
+                Ok((rows, unwatched)) => act.reconcile(rows, &unwatched, ctx),
+                Err(error) => {
+                    tracing::warn!(%error, "Could not list monitors; keeping the current set.")
+                }
+            }
+        })
+        .spawn(ctx);
     }
 
-    fn reconcile(&mut self, rows: Vec<MonitorRow>, ctx: &mut Context<Self>) {
+    fn reconcile(&mut self, rows: Vec<MonitorRow>, unwatched: &[Uuid], ctx: &mut Context<Self>) {
         if self.shutting_down {
             return;
         }
@@ -181,7 +203,15 @@ impl Supervisor {
             if let Some(exited) = self.exited.get(&row.id) {
                 let due = exited.reason.restart() == Restart::AfterBackoff
                     && exited.retry_at.is_some_and(|at| at <= now);
-                if !due {
+                // Losing a monitor ends this worker's writer for good, not
+                // its duty: once the worker that took it is gone, a fresh
+                // start restores that worker's snapshot and carries on.
+                let take_back = matches!(exited.reason, ExitReason::OwnershipLost { .. })
+                    && self.scope.single().is_none()
+                    && unwatched.contains(&row.id);
+                if take_back {
+                    tracing::warn!(monitor_id = %row.id, name = %row.name, "The worker that took this monitor over is gone; taking it back.");
+                } else if !due {
                     continue;
                 }
             }

@@ -43,6 +43,9 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
     let reconnect = chrono::Duration::from_std(limits.reconnect).unwrap_or_default();
     for o in &obs.outages {
         let from = match o.kind {
+            // Shorter than the keep-alive: TCP delivers what was dropped
+            // once the link is back, so nothing is lost and no gap is due.
+            OutageKind::BrokerLink => continue,
             OutageKind::Broker => o.from + detection,
             // The model stops a timeout after the first checkpoint that
             // cannot commit started. While the broker is down nothing

@@ -1,6 +1,7 @@
 //! (f) No panic in any log; (g) every monitor runs again once the faults
 //! stop (a liveness check: recovery that never resumes would pass the
-//! others vacuously).
+//! others vacuously); (l) a worker with an offset clock notices it and
+//! writes nothing.
 
 use super::{Observations, Verdict};
 
@@ -30,4 +31,26 @@ pub fn every_monitor_resumed(obs: &Observations) -> Verdict {
         });
     }
     v.vacuous_fails("monitors")
+}
+
+/// The worker's log line when its clock disagrees with the database's.
+const CLOCK_MARK: &str = "PostgreSQL's; source times are judged on it";
+/// It never got as far as comparing clocks.
+const NO_DATABASE_MARK: &str = "PostgreSQL cannot be reached";
+
+pub fn offset_clocks_noticed(obs: &Observations) -> Verdict {
+    let mut v = Verdict::new("(l) a worker with an offset clock notices it and writes nothing");
+    for name in &obs.offset_workers {
+        let log = obs.logs.iter().find(|l| &l.name == name);
+        let noticed =
+            log.is_some_and(|l| l.text.contains(CLOCK_MARK) || l.text.contains(NO_DATABASE_MARK));
+        v.expect(noticed, || {
+            format!("{name}: its log never says its clock disagrees with PostgreSQL's")
+        });
+        let writes = obs.writes.iter().filter(|w| &w.writer == name).count();
+        v.expect(writes == 0, || {
+            format!("{name}: wrote {writes} rows with an offset clock")
+        });
+    }
+    v.vacuous_fails("workers with an offset clock")
 }

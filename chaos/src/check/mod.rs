@@ -7,14 +7,16 @@
 //! history that it must reject.
 //!
 //! Layout: `fencing` (a), `evidence` (b, c), `counts` (d), `coverage` (e),
-//! `logs` (f, g). Shared here: the observation types, the pairing of each
+//! `logs` (f, g), `alarms` (h, i), `owners` (j). Shared here: the observation types, the pairing of each
 //! restore with the commit that made it effective, and interval arithmetic.
 
+mod alarms;
 mod counts;
 mod coverage;
 mod evidence;
 mod fencing;
 mod logs;
+mod owners;
 #[cfg(test)]
 mod tests;
 
@@ -96,6 +98,19 @@ pub struct StatusSample {
     pub writer: String,
     pub heartbeat_at: Ts,
     pub processed: i64,
+    /// When the driver read it (the driver, the workers and PostgreSQL
+    /// share the host's clock).
+    #[serde(default)]
+    pub sampled_at: Option<Ts>,
+}
+
+/// One row of `radar_alarms` at the end of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlarmRow {
+    pub monitor: Uuid,
+    pub seq: i64,
+    pub opened_at: Ts,
+    pub closed_at: Option<Ts>,
 }
 
 /// One gap of a monitor's final coverage history.
@@ -125,6 +140,9 @@ pub enum OutageKind {
     Broker,
     /// PostgreSQL was stopped or paused: nothing could commit.
     Database,
+    /// The broker's port silently dropped every packet (no reset): the
+    /// connections stay up and deliver late, so no gap is required.
+    BrokerLink,
 }
 
 /// A stretch during which the driver held a service down.
@@ -134,6 +152,17 @@ pub struct Outage {
     pub from: Ts,
     pub to: Ts,
     pub what: String,
+}
+
+/// A validly signed older snapshot row the driver wrote back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    pub monitor: Uuid,
+    pub at: Ts,
+    /// When the monitor's status reported the refused replay.
+    pub reported_at: Option<Ts>,
+    /// When the driver put the newest row back.
+    pub repaired_at: Option<Ts>,
 }
 
 /// A process's log, and how the process ended.
@@ -152,6 +181,9 @@ pub struct Observations {
     pub writes: Vec<Write>,
     pub final_evidence: Vec<ResultRow>,
     pub final_alarms: Vec<ResultRow>,
+    /// The alarm table at the end, with numbers and close times.
+    #[serde(default)]
+    pub alarm_rows: Vec<AlarmRow>,
     /// Evidence rows read while the run went on.
     pub sampled_evidence: Vec<ResultRow>,
     /// Source times (ms) of every frame published, per monitor.
@@ -164,6 +196,11 @@ pub struct Observations {
     /// Per monitor: whether it was owned and processing again after the
     /// faults stopped.
     pub resumed: BTreeMap<Uuid, bool>,
+    /// Workers started with an offset clock.
+    #[serde(default)]
+    pub offset_workers: Vec<String>,
+    #[serde(default)]
+    pub replays: Vec<Replay>,
     pub limits: Limits,
 }
 
@@ -259,13 +296,24 @@ pub fn check(obs: &Observations) -> Vec<Verdict> {
         coverage::every_interruption_is_a_gap(obs),
         logs::no_panic(obs),
         logs::every_monitor_resumed(obs),
+        alarms::no_orphaned_open_alarm(obs),
+        alarms::alarm_numbers_unique(obs),
+        owners::never_unowned_for_long(obs),
+        logs::offset_clocks_noticed(obs),
+        owners::every_replay_reported(obs),
     ]
 }
 
-/// The writes of each monitor, in commit order.
+/// The `application_name` of the driver's own replay and repair writes.
+pub const REPLAY_WRITER: &str = "radar-chaos-replay";
+
+/// The writes of each monitor by radar workers, in commit order. The
+/// driver's replay and its repair are left out: the repair puts back
+/// exactly the row the replay overwrote, so without both the chain of
+/// signatures is the workers' own.
 fn writes_by_monitor(obs: &Observations) -> BTreeMap<Uuid, Vec<&Write>> {
     let mut by: BTreeMap<Uuid, Vec<&Write>> = BTreeMap::new();
-    for w in &obs.writes {
+    for w in obs.writes.iter().filter(|w| w.writer != REPLAY_WRITER) {
         by.entry(w.monitor).or_default().push(w);
     }
     for writes in by.values_mut() {

@@ -118,6 +118,8 @@ impl Run {
             writer: writer.into(),
             heartbeat_at: t(heartbeat),
             processed,
+            // Read 1 s after it was written.
+            sampled_at: Some(t(heartbeat + 1.0)),
         });
         self
     }
@@ -154,6 +156,20 @@ fn healthy() -> Run {
         score: 3.0,
         signature: vec![9; 32],
     });
+    run.obs.alarm_rows = vec![
+        AlarmRow {
+            monitor: M,
+            seq: 1,
+            opened_at: t(5.0),
+            closed_at: Some(t(8.0)),
+        },
+        AlarmRow {
+            monitor: M,
+            seq: 2,
+            opened_at: t(16.0),
+            closed_at: None,
+        },
+    ];
     run.obs.coverage.insert(
         M,
         Coverage {
@@ -185,7 +201,19 @@ fn healthy() -> Run {
             text: String::new(),
             exit_code: Some(0),
         },
+        ProcessLog {
+            name: "w3-clock".into(),
+            text: "{\"message\":\"this worker's clock is 60.0 s ahead of PostgreSQL's; source times are judged on it, so fix\"}".into(),
+            exit_code: Some(0),
+        },
     ];
+    run.obs.offset_workers = vec!["w3-clock".into()];
+    run.obs.replays = vec![Replay {
+        monitor: M,
+        at: t(200.0),
+        reported_at: Some(t(230.0)),
+        repaired_at: Some(t(231.0)),
+    }];
     run
 }
 
@@ -476,4 +504,65 @@ fn uncovered_measures_time_outside_every_gap() {
         uncovered(t(0.0), t(5.0), &open),
         chrono::Duration::seconds(1)
     );
+}
+
+#[test]
+fn an_older_alarm_left_open_is_an_orphan() {
+    let mut run = healthy();
+    run.obs.alarm_rows[0].closed_at = None;
+    assert_fails(
+        &run.obs,
+        "(h)",
+        "alarm 1 opened at 12:00:05.000 is still open",
+    );
+}
+
+#[test]
+fn an_alarm_number_used_twice_fails() {
+    let mut run = healthy();
+    run.obs.alarm_rows[1].seq = 1;
+    assert_fails(&run.obs, "(i)", "alarm number 1 used twice");
+}
+
+#[test]
+fn a_heartbeat_older_than_the_bound_outside_outages_fails_and_inside_one_is_excused() {
+    let mut run = healthy();
+    run.obs.status[1].sampled_at = Some(t(9.0 + 46.0));
+    assert_fails(&run.obs, "(j)", "was 46.0 s old");
+    run.obs.outages.push(Outage {
+        kind: OutageKind::Database,
+        from: t(30.0),
+        to: t(40.0),
+        what: "database pause".into(),
+    });
+    assert_eq!(verdict(&run.obs, "(j)").failed, 0);
+}
+
+#[test]
+fn an_offset_clock_worker_that_wrote_or_never_noticed_fails() {
+    let mut run = healthy();
+    assert_eq!(verdict(&run.obs, "(l)").failed, 0);
+    run.checkpoint("w3-clock", 21.0, 160, 21.0);
+    assert_fails(&run.obs, "(l)", "w3-clock: wrote 1 rows");
+    run.obs.logs.last_mut().unwrap().text.clear();
+    assert_fails(&run.obs, "(l)", "never says its clock disagrees");
+}
+
+#[test]
+fn a_replay_never_reported_fails() {
+    let mut run = healthy();
+    run.obs.replays[0].reported_at = None;
+    assert_fails(&run.obs, "(k)", "never reported as replayed");
+}
+
+#[test]
+fn the_drivers_own_replay_writes_are_not_a_workers_chain() {
+    let mut run = healthy();
+    let held = run.row.clone();
+    run.checkpoint(REPLAY_WRITER, 20.5, 40, 5.0);
+    // The repair puts back exactly what the replay overwrote.
+    let w = run.obs.writes.last_mut().unwrap();
+    w.signature = held.clone().unwrap();
+    assert_eq!(verdict(&run.obs, "(a)").failed, 0);
+    assert_eq!(verdict(&run.obs, "(d)").failed, 0);
 }

@@ -1,0 +1,1 @@
+DROP TABLE radar_checkpoint_ledger;
