@@ -17,6 +17,11 @@ use thiserror::Error;
 
 use super::{
     FieldError, FieldErrors,
+    credentials::{
+        CredentialError, DEFAULT_DATABASE_URL_FILE, DEFAULT_MQTT_PASSWORD_FILE, DatabaseUrl,
+        MqttCredentials, MqttLogin, database_url_file, read_database_url, redact_url,
+        resolve_mqtt_login,
+    },
     secret::{KeyError, KeySource, Secret, resolve_key},
 };
 
@@ -31,6 +36,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RADAR_ENV", "development"),
     ("RADAR_CONFIG_FILE", DEFAULT_CONFIG_FILE),
     ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/radar"),
+    ("RADAR_DATABASE_URL_FILE", DEFAULT_DATABASE_URL_FILE),
     ("RADAR_DB_WRITE_ENABLED", "true"),
     (
         "RADAR_CHECKPOINT_SECRET",
@@ -41,6 +47,9 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "30"),
     ("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "30"),
     ("RADAR_MQTT_URL", "mqtt://127.0.0.1:1883"),
+    ("RADAR_MQTT_USERNAME", "(none: connect without credentials)"),
+    ("RADAR_MQTT_PASSWORD", "(none; development only)"),
+    ("RADAR_MQTT_PASSWORD_FILE", DEFAULT_MQTT_PASSWORD_FILE),
     ("RADAR_MQTT_MAX_MESSAGE_BYTES", "4096"),
     ("RADAR_INGRESS_QUEUE_CAPACITY", "1024"),
     ("RADAR_METRICS_ADDR", "127.0.0.1:9464"),
@@ -55,6 +64,9 @@ const DIRECT_VARIABLES: &[&str] = &[
     "RADAR_CHECKPOINT_SECRET",
     "RADAR_CHECKPOINT_SECRET_FILE",
     "RADAR_CONFIG_FILE",
+    "RADAR_DATABASE_URL_FILE",
+    "RADAR_MQTT_PASSWORD",
+    "RADAR_MQTT_PASSWORD_FILE",
 ];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,8 +142,12 @@ impl fmt::Display for Shard {
 pub struct Settings {
     #[serde(default)]
     pub env: Environment,
+    /// Prints without its password; dereferences to the full URL.
     #[serde(default = "default_database_url")]
-    pub database_url: String,
+    pub database_url: DatabaseUrl,
+    /// The file the URL was read from (`RADAR_DATABASE_URL_FILE`), if any.
+    #[serde(skip)]
+    pub database_url_file: Option<PathBuf>,
     /// When false, no snapshot is read or written and every monitor starts fresh.
     #[serde(default = "yes")]
     pub db_write_enabled: bool,
@@ -147,6 +163,9 @@ pub struct Settings {
     pub checkpoint_timeout_seconds: u64,
     #[serde(default = "default_mqtt_url")]
     pub mqtt_url: String,
+    /// Sent to the broker with the password from `RADAR_MQTT_PASSWORD_FILE`.
+    #[serde(default)]
+    pub mqtt_username: Option<String>,
     /// Larger MQTT messages are rejected (and counted) without parsing.
     #[serde(default = "default_max_message_bytes")]
     pub mqtt_max_message_bytes: usize,
@@ -171,6 +190,11 @@ pub struct Settings {
     checkpoint_secret: Option<Secret>,
     #[serde(skip)]
     checkpoint_secret_file: Option<PathBuf>,
+    /// Development only: `RADAR_MQTT_PASSWORD`.
+    #[serde(skip)]
+    mqtt_password: Option<Secret>,
+    #[serde(skip)]
+    mqtt_password_file: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -179,8 +203,8 @@ fn yes() -> bool {
 fn thirty() -> u64 {
     30
 }
-fn default_database_url() -> String {
-    "postgres://postgres@127.0.0.1:5432/radar".into()
+fn default_database_url() -> DatabaseUrl {
+    DatabaseUrl::new("postgres://postgres@127.0.0.1:5432/radar")
 }
 fn default_checkpoint_interval() -> u64 {
     1000
@@ -208,6 +232,8 @@ pub enum ConfigError {
     Invalid(#[from] FieldErrors),
     #[error(transparent)]
     Key(#[from] KeyError),
+    #[error(transparent)]
+    Credential(#[from] CredentialError),
 }
 
 /// The process environment as seen by [`Settings::load`]; tests pass their own.
@@ -256,6 +282,9 @@ impl Settings {
             .filter(|(k, _)| k.starts_with("RADAR_"))
             .cloned()
             .collect();
+        let url_flag_given = Figment::from(&flags)
+            .extract_inner::<String>("database_url")
+            .is_ok();
         figment = figment
             .merge(provider_from(&radar_vars, "RADAR_", &known))
             .merge(provider_from(vars, "", &["database_url".to_string()]))
@@ -265,6 +294,21 @@ impl Settings {
             .map_err(|e| ConfigError::Layering(e.to_string()))?;
         settings.checkpoint_secret = var("RADAR_CHECKPOINT_SECRET").map(Secret::new);
         settings.checkpoint_secret_file = var("RADAR_CHECKPOINT_SECRET_FILE").map(PathBuf::from);
+        settings.mqtt_password = var("RADAR_MQTT_PASSWORD").map(Secret::new);
+        settings.mqtt_password_file = var("RADAR_MQTT_PASSWORD_FILE").map(PathBuf::from);
+        // `--database-url` beats everything; then RADAR_DATABASE_URL_FILE
+        // (so a development .env's DATABASE_URL does not shadow it).
+        let explicit_file = var("RADAR_DATABASE_URL_FILE").map(PathBuf::from);
+        if !url_flag_given
+            && let Some(path) = database_url_file(
+                settings.env,
+                explicit_file.as_deref(),
+                var("DATABASE_URL").is_some(),
+            )
+        {
+            settings.database_url = read_database_url(&path)?;
+            settings.database_url_file = Some(path);
+        }
         settings.validate()?;
         let unknown_variables = radar_vars
             .iter()
@@ -291,6 +335,19 @@ impl Settings {
             self.checkpoint_secret.as_ref(),
             Some(file),
             self.checkpoint_secret_file.is_some(),
+        )
+    }
+
+    /// The MQTT login by the environment's rules (`RADAR_MQTT_USERNAME`,
+    /// `RADAR_MQTT_PASSWORD_FILE`, development's `RADAR_MQTT_PASSWORD`).
+    pub fn mqtt_credentials(&self) -> Result<Option<MqttCredentials>, CredentialError> {
+        resolve_mqtt_login(
+            self.env,
+            &MqttLogin {
+                username: self.mqtt_username.as_deref(),
+                inline_password: self.mqtt_password.as_ref(),
+                password_file: self.mqtt_password_file.as_deref(),
+            },
         )
     }
 
@@ -373,23 +430,32 @@ impl Settings {
     }
 }
 
-/// Parses `mqtt://host[:port]` (port 1883 by default).
+/// Parses `mqtt://host[:port]` (port 1883 by default). Messages never
+/// repeat user info from the URL: it may hold a password.
 pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
+    let shown = redact_url(url);
     let rest = url.strip_prefix("mqtt://").ok_or_else(|| {
-        format!("{url:?} is not an mqtt:// URL (TLS brokers are not supported yet)")
+        format!("{shown:?} is not an mqtt:// URL (TLS brokers are not supported yet)")
     })?;
     let rest = rest.trim_end_matches('/');
+    if rest.contains('@') {
+        return Err(format!(
+            "{shown:?} carries user info; radar takes the broker's user name from \
+             RADAR_MQTT_USERNAME and its password from RADAR_MQTT_PASSWORD_FILE, so remove it \
+             from the URL"
+        ));
+    }
     let (host, port) = match rest.rsplit_once(':') {
         Some((host, port)) => (
             host,
             port.parse::<u16>()
-                .map_err(|_| format!("{port:?} in {url:?} is not a port number"))?,
+                .map_err(|_| format!("{port:?} in {shown:?} is not a port number"))?,
         ),
         None => (rest, 1883),
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() || host.contains(['/', '@', '?']) {
-        return Err(format!("{url:?} has no usable host"));
+    if host.is_empty() || host.contains(['/', '?']) {
+        return Err(format!("{shown:?} has no usable host"));
     }
     Ok((host.to_string(), port))
 }
@@ -582,6 +648,61 @@ mod tests {
             s.checkpoint_key().unwrap_err(),
             KeyError::PublicDevelopmentKey
         );
+    }
+
+    #[test]
+    fn the_database_url_file_beats_database_url_and_the_flag_beats_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("url");
+        std::fs::write(&path, "postgres://radar:from-file-pw@db:5432/radar\n").unwrap();
+        let path = path.display().to_string();
+        let v = vars(&[
+            ("RADAR_DATABASE_URL_FILE", path.as_str()),
+            ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/other"),
+        ]);
+        let s = Settings::load(&v, no_flags()).unwrap().settings;
+        assert_eq!(
+            &*s.database_url,
+            "postgres://radar:from-file-pw@db:5432/radar"
+        );
+        assert_eq!(s.database_url_file.as_deref(), Some(Path::new(&path)));
+        assert!(!format!("{s:?}").contains("from-file-pw"));
+        assert!(!serde_json::to_string(&s).unwrap().contains("from-file-pw"));
+        let flag = Serialized::defaults(
+            serde_json::json!({ "database_url": "postgres://postgres@h/flag" }),
+        );
+        let s = Settings::load(&v, flag).unwrap().settings;
+        assert_eq!(&*s.database_url, "postgres://postgres@h/flag");
+        assert_eq!(s.database_url_file, None);
+    }
+
+    #[test]
+    fn an_unreadable_database_url_file_is_an_error_naming_it() {
+        let v = vars(&[("RADAR_DATABASE_URL_FILE", "/nonexistent/radar_database_url")]);
+        let err = Settings::load(&v, no_flags()).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/radar_database_url"), "{err}");
+    }
+
+    #[test]
+    fn production_refuses_an_inline_mqtt_password_without_printing_it() {
+        let v = vars(&[
+            ("RADAR_ENV", "production"),
+            ("RADAR_MQTT_USERNAME", "radar"),
+            ("RADAR_MQTT_PASSWORD", "inline-pw-9876"),
+        ]);
+        let s = Settings::load(&v, no_flags()).unwrap().settings;
+        let err = s.mqtt_credentials().unwrap_err();
+        assert_eq!(err, CredentialError::InlinePasswordInProduction);
+        assert!(!format!("{s:?} {err} {err:?}").contains("inline-pw"));
+    }
+
+    #[test]
+    fn a_mqtt_url_with_a_password_is_refused_without_echoing_it() {
+        let v = vars(&[("RADAR_MQTT_URL", "mqtt://radar:url-pw-5555@broker:1883")]);
+        let err = Settings::load(&v, no_flags()).unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains("RADAR_MQTT_PASSWORD_FILE"), "{shown}");
+        assert!(!shown.contains("url-pw"), "{shown}");
     }
 
     #[test]

@@ -8,6 +8,9 @@ pub enum MqttError {
     /// The broker URL cannot be used; the message says what would be accepted.
     #[error("broker URL {url:?} is not usable: {reason}")]
     BrokerUrl { url: String, reason: String },
+    /// The MQTT user name or password cannot be used.
+    #[error(transparent)]
+    Credentials(#[from] crate::config::CredentialError),
     /// An ingestion option is out of range.
     #[error("MQTT option {field} is invalid: {reason}")]
     Option { field: &'static str, reason: String },

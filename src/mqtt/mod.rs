@@ -10,11 +10,13 @@
 //! - `ingress`: stamping, topic mapping and size check of a PUBLISH, and the
 //!   shared counters.
 //! - `owner`: the task that owns the rumqttc event loop ([`spawn`]).
+//! - `diagnose`: a failed attempt as a sentence an operator can act on (pure).
 //! - `events`: what the owner reports ([`ConnectionEvent`], [`LinkStatus`]).
 
 pub mod payload;
 
 mod backoff;
+mod diagnose;
 mod error;
 mod events;
 mod ingress;

@@ -8,7 +8,7 @@ use rumqttc::MqttOptions;
 use uuid::Uuid;
 
 use super::{Backoff, MqttError};
-use crate::config::{Settings, mqtt_address};
+use crate::config::{MqttCredentials, Settings, mqtt_address, redact_url};
 
 /// A topic of at most 1024 bytes (see the monitor config), packet id and
 /// headers: what a PUBLISH carries besides its payload.
@@ -33,7 +33,7 @@ impl BrokerAddress {
     /// validate `RADAR_MQTT_URL` by; TLS URLs are refused as not supported yet.
     pub fn parse(url: &str) -> Result<Self, MqttError> {
         let (host, port) = mqtt_address(url).map_err(|reason| MqttError::BrokerUrl {
-            url: url.to_string(),
+            url: redact_url(url),
             reason,
         })?;
         Ok(Self { host, port })
@@ -47,6 +47,8 @@ pub struct IngestOptions {
     pub monitor: String,
     pub broker: BrokerAddress,
     pub client_id: String,
+    /// User name and password sent in CONNECT; the password never prints.
+    pub credentials: Option<MqttCredentials>,
     pub keep_alive: Duration,
     /// Larger payloads are rejected and counted as `too_large`.
     pub max_payload_bytes: usize,
@@ -73,6 +75,7 @@ impl IngestOptions {
             monitor: monitor_id.to_string(),
             broker: BrokerAddress::parse(broker_url)?,
             client_id: client_id(worker_instance, monitor_id),
+            credentials: None,
             keep_alive: Duration::from_secs(30),
             max_payload_bytes,
             max_packet_bytes: packet_limit(max_payload_bytes),
@@ -95,6 +98,7 @@ impl IngestOptions {
         options.max_payload_bytes = settings.mqtt_max_message_bytes;
         options.max_packet_bytes = packet_limit(settings.mqtt_max_message_bytes);
         options.queue_capacity = settings.ingress_queue_capacity;
+        options.credentials = settings.mqtt_credentials()?;
         options.validate()?;
         Ok(options)
     }
@@ -135,6 +139,15 @@ impl IngestOptions {
             .set_keep_alive(self.keep_alive)
             .set_clean_session(true)
             .set_max_packet_size(self.max_packet_bytes, self.max_packet_bytes);
+        if let Some(login) = &self.credentials {
+            let password = login
+                .password
+                .as_ref()
+                .map(|p| String::from_utf8_lossy(p.expose()).into_owned())
+                .unwrap_or_default();
+            // An empty password makes rumqttc send the user name alone.
+            options.set_credentials(login.username.clone(), password);
+        }
         options
     }
 }
@@ -234,6 +247,55 @@ mod tests {
         assert_eq!((o.broker.host.as_str(), o.broker.port), ("10.1.2.3", 1999));
         assert_eq!((o.max_payload_bytes, o.queue_capacity), (2048, 77));
         assert_eq!(o.client_id, client_id("w-1", Uuid::from_u128(9)));
+        assert_eq!(o.credentials, None);
+    }
+
+    #[test]
+    fn credentials_from_settings_reach_connect_and_never_print() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "s3cret-broker-pw\n").unwrap();
+        let path = file.path().display().to_string();
+        let vars: crate::config::EnvVars = [
+            ("RADAR_ENV", "production"),
+            ("RADAR_MQTT_USERNAME", "radar"),
+            ("RADAR_MQTT_PASSWORD_FILE", path.as_str()),
+            ("RADAR_CONFIG_FILE", "/dev/null"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let no_flags = figment::providers::Serialized::defaults(serde_json::json!({}));
+        let loaded = Settings::load(&vars, no_flags).unwrap();
+        let o = IngestOptions::from_settings(&loaded.settings, "w", Uuid::from_u128(9)).unwrap();
+        assert!(!format!("{o:?}").contains("s3cret"), "{o:?}");
+        assert!(!format!("{:?}", loaded.settings).contains("s3cret"));
+        let login = o.to_mqtt_options().credentials().unwrap();
+        assert_eq!(
+            (login.username.as_str(), login.password.as_str()),
+            ("radar", "s3cret-broker-pw")
+        );
+    }
+
+    #[test]
+    fn a_url_with_user_info_is_refused_naming_the_variables_without_the_password() {
+        let err = broker_url_error("mqtt://radar:hunter2-pw@broker:1883");
+        assert!(err.contains("RADAR_MQTT_USERNAME"), "{err}");
+        assert!(err.contains("RADAR_MQTT_PASSWORD_FILE"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(!err.contains("radar:"), "{err}");
+        for url in [
+            "mqtts://u:hunter2@h",
+            "http://u:hunter2@h",
+            "u:hunter2@h:1883",
+        ] {
+            let err = broker_url_error(url);
+            assert!(!err.contains("hunter2"), "{url}: {err}");
+        }
+    }
+
+    fn broker_url_error(url: &str) -> String {
+        let err = BrokerAddress::parse(url).unwrap_err();
+        format!("{err} {err:?}")
     }
 
     #[test]

@@ -25,7 +25,8 @@ use tokio::{
 use tracing::{debug, info, warn};
 
 use super::{
-    ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage, ingress,
+    ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage, diagnose,
+    ingress,
     payload::TopicRoutes,
     subscriptions::{SubackOutcome, Subscriptions, TopicSubscription},
 };
@@ -236,6 +237,7 @@ impl Owner {
 
     async fn stream(&mut self, attempt: u32) -> SessionEnd {
         let mut established = false;
+        let mut connack_seen = false;
         let deadline = tokio::time::Instant::now() + self.options.handshake_timeout;
         loop {
             let polled = tokio::select! {
@@ -258,13 +260,14 @@ impl Owner {
                 Ok(event) => event,
                 Err(e) => {
                     return SessionEnd::Lost {
-                        reason: e.to_string(),
+                        reason: self.describe(&e, connack_seen),
                         established,
                     };
                 }
             };
             match event {
                 Event::Incoming(Packet::ConnAck(ack)) => {
+                    connack_seen = true;
                     debug!(monitor_id = %self.options.monitor, session_present = ack.session_present, "MQTT CONNACK received; subscribing.");
                     for topic in self.subscriptions.on_connected() {
                         if let Err(e) = self.client.try_subscribe(topic, QoS::AtLeastOnce) {
@@ -340,6 +343,19 @@ impl Owner {
                 }
             }
         }
+    }
+
+    fn describe(&self, error: &rumqttc::ConnectionError, connack_seen: bool) -> String {
+        let login = self.options.credentials.as_ref();
+        diagnose::describe(
+            error,
+            diagnose::Attempt {
+                username: login.map(|l| l.username.as_str()),
+                password_sent: login.is_some_and(|l| l.password.is_some()),
+                tls: false,
+                connack_seen,
+            },
+        )
     }
 
     async fn on_established(&mut self, attempt: u32) {
