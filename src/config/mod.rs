@@ -19,7 +19,7 @@ pub use secret::{
 };
 pub use settings::{
     ConfigError, DEFAULT_CONFIG_FILE, DEFAULT_SECRET_FILE, EnvVars, Environment, Loaded, LogFormat,
-    Settings, Shard, VARIABLES, mqtt_address,
+    MqttBroker, Settings, Shard, VARIABLES, mqtt_address, mqtt_broker,
 };
 
 /// Reads `.env` into the process environment in development, never

@@ -47,6 +47,13 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "30"),
     ("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "30"),
     ("RADAR_MQTT_URL", "mqtt://127.0.0.1:1883"),
+    ("RADAR_MQTT_CA_FILE", "(the system's trusted roots)"),
+    (
+        "RADAR_MQTT_CLIENT_CERT_FILE",
+        "(none: no client certificate)",
+    ),
+    ("RADAR_MQTT_CLIENT_KEY_FILE", "(none)"),
+    ("RADAR_MQTT_KEEPALIVE_SECONDS", "10"),
     ("RADAR_MQTT_USERNAME", "(none: connect without credentials)"),
     ("RADAR_MQTT_PASSWORD", "(none; development only)"),
     ("RADAR_MQTT_PASSWORD_FILE", DEFAULT_MQTT_PASSWORD_FILE),
@@ -163,6 +170,17 @@ pub struct Settings {
     pub checkpoint_timeout_seconds: u64,
     #[serde(default = "default_mqtt_url")]
     pub mqtt_url: String,
+    /// PEM roots for an `mqtts://` broker; the system's roots when unset.
+    #[serde(default)]
+    pub mqtt_ca_file: Option<PathBuf>,
+    /// Client certificate chain and key (PEM) for mutual TLS.
+    #[serde(default)]
+    pub mqtt_client_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub mqtt_client_key_file: Option<PathBuf>,
+    /// A silent broker is declared dead after about twice this.
+    #[serde(default = "default_keepalive")]
+    pub mqtt_keepalive_seconds: u64,
     /// Sent to the broker with the password from `RADAR_MQTT_PASSWORD_FILE`.
     #[serde(default)]
     pub mqtt_username: Option<String>,
@@ -211,6 +229,9 @@ fn default_checkpoint_interval() -> u64 {
 }
 fn default_mqtt_url() -> String {
     "mqtt://127.0.0.1:1883".into()
+}
+fn default_keepalive() -> u64 {
+    10
 }
 fn default_max_message_bytes() -> usize {
     4096
@@ -400,8 +421,42 @@ impl Settings {
                 "must be between 64 and 268435455 bytes",
             ));
         }
-        if let Err(reason) = mqtt_address(&self.mqtt_url) {
-            errors.push(FieldError::new("RADAR_MQTT_URL", reason));
+        match mqtt_broker(&self.mqtt_url) {
+            Err(reason) => errors.push(FieldError::new("RADAR_MQTT_URL", reason)),
+            Ok(broker) if !broker.tls => {
+                for (name, set) in [
+                    ("RADAR_MQTT_CA_FILE", self.mqtt_ca_file.is_some()),
+                    (
+                        "RADAR_MQTT_CLIENT_CERT_FILE",
+                        self.mqtt_client_cert_file.is_some(),
+                    ),
+                    (
+                        "RADAR_MQTT_CLIENT_KEY_FILE",
+                        self.mqtt_client_key_file.is_some(),
+                    ),
+                ] {
+                    if set {
+                        errors.push(FieldError::new(
+                            name,
+                            "is set but RADAR_MQTT_URL is a plain mqtt:// URL; use mqtts:// for TLS",
+                        ));
+                    }
+                }
+            }
+            Ok(_) => {}
+        }
+        if self.mqtt_client_cert_file.is_some() != self.mqtt_client_key_file.is_some() {
+            errors.push(FieldError::new(
+                "RADAR_MQTT_CLIENT_CERT_FILE",
+                "mutual TLS needs both RADAR_MQTT_CLIENT_CERT_FILE and RADAR_MQTT_CLIENT_KEY_FILE",
+            ));
+        }
+        // MQTT carries the keep-alive in 16 bits.
+        if !(1..=65_535).contains(&self.mqtt_keepalive_seconds) {
+            errors.push(FieldError::new(
+                "RADAR_MQTT_KEEPALIVE_SECONDS",
+                "must be between 1 and 65535",
+            ));
         }
         if !self.database_url.starts_with("postgres://")
             && !self.database_url.starts_with("postgresql://")
@@ -430,13 +485,26 @@ impl Settings {
     }
 }
 
-/// Parses `mqtt://host[:port]` (port 1883 by default). Messages never
-/// repeat user info from the URL: it may hold a password.
-pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
+/// Where the broker listens and whether it speaks TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttBroker {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Parses `mqtt://host[:port]` (plain, port 1883 by default) or
+/// `mqtts://host[:port]` (TLS, port 8883). Messages never repeat user info
+/// from the URL: it may hold a password.
+pub fn mqtt_broker(url: &str) -> Result<MqttBroker, String> {
     let shown = redact_url(url);
-    let rest = url.strip_prefix("mqtt://").ok_or_else(|| {
-        format!("{shown:?} is not an mqtt:// URL (TLS brokers are not supported yet)")
-    })?;
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("mqtt://") {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix("mqtts://") {
+        (true, rest)
+    } else {
+        return Err(wrong_scheme(url, &shown));
+    };
     let rest = rest.trim_end_matches('/');
     if rest.contains('@') {
         return Err(format!(
@@ -445,19 +513,54 @@ pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
              from the URL"
         ));
     }
+    let default_port = if tls { 8883 } else { 1883 };
     let (host, port) = match rest.rsplit_once(':') {
-        Some((host, port)) => (
+        Some((host, port)) if !port.ends_with(']') => (
             host,
             port.parse::<u16>()
                 .map_err(|_| format!("{port:?} in {shown:?} is not a port number"))?,
         ),
-        None => (rest, 1883),
+        _ => (rest, default_port),
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.is_empty() || host.contains(['/', '?']) {
         return Err(format!("{shown:?} has no usable host"));
     }
-    Ok((host.to_string(), port))
+    Ok(MqttBroker {
+        tls,
+        host: host.to_string(),
+        port,
+    })
+}
+
+/// The message for a URL that is neither `mqtt://` nor `mqtts://`.
+fn wrong_scheme(url: &str, shown: &str) -> String {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("tcp") => format!(
+            "{shown:?}: radar does not read tcp:// URLs; write mqtt://host:port for a plain \
+             listener or mqtts://host:port for TLS"
+        ),
+        Some("ssl" | "tls" | "mqtt+ssl") => {
+            format!("{shown:?}: write mqtts://host:port for a TLS listener")
+        }
+        Some("ws" | "wss") => format!(
+            "{shown:?}: MQTT over websockets is not supported; use the broker's mqtt:// or \
+             mqtts:// listener"
+        ),
+        Some(other) => format!(
+            "{shown:?}: {other}:// is not an MQTT scheme; write mqtt://host:port (plain) or \
+             mqtts://host:port (TLS)"
+        ),
+        None => format!(
+            "{shown:?} has no scheme; write mqtt://host:port (plain) or mqtts://host:port (TLS)"
+        ),
+    }
+}
+
+/// Host and port of `mqtt://` or `mqtts://` URL.
+pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
+    mqtt_broker(url).map(|b| (b.host, b.port))
 }
 
 /// A figment provider over the given variables with `prefix` stripped,
@@ -706,6 +809,33 @@ mod tests {
     }
 
     #[test]
+    fn tls_files_need_an_mqtts_url_and_come_in_pairs() {
+        let v = vars(&[("RADAR_MQTT_CA_FILE", "/etc/ca.pem")]);
+        let Err(ConfigError::Invalid(errors)) = Settings::load(&v, no_flags()) else {
+            panic!("a CA file with a plain URL is refused");
+        };
+        assert_eq!(errors.fields(), ["RADAR_MQTT_CA_FILE"]);
+        let v = vars(&[
+            ("RADAR_MQTT_URL", "mqtts://broker"),
+            ("RADAR_MQTT_CLIENT_CERT_FILE", "/etc/client.pem"),
+        ]);
+        let Err(ConfigError::Invalid(errors)) = Settings::load(&v, no_flags()) else {
+            panic!("a client certificate without its key is refused");
+        };
+        assert_eq!(errors.fields(), ["RADAR_MQTT_CLIENT_CERT_FILE"]);
+    }
+
+    #[test]
+    fn the_keepalive_defaults_to_ten_seconds_and_must_fit_mqtts_16_bits() {
+        let s = Settings::load(&vars(&[]), no_flags()).unwrap().settings;
+        assert_eq!(s.mqtt_keepalive_seconds, 10);
+        for bad in ["0", "65536"] {
+            let v = vars(&[("RADAR_MQTT_KEEPALIVE_SECONDS", bad)]);
+            assert!(Settings::load(&v, no_flags()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn mqtt_urls_parse_to_host_and_port() {
         assert_eq!(
             mqtt_address("mqtt://127.0.0.1:1883").unwrap(),
@@ -719,7 +849,24 @@ mod tests {
             mqtt_address("mqtt://[::1]:1884").unwrap(),
             ("::1".into(), 1884)
         );
-        assert!(mqtt_address("mqtts://broker:8883").is_err());
+        assert_eq!(
+            mqtt_broker("mqtts://broker").unwrap(),
+            MqttBroker {
+                tls: true,
+                host: "broker".into(),
+                port: 8883
+            }
+        );
+        assert!(
+            mqtt_address("tcp://broker:1883")
+                .unwrap_err()
+                .contains("mqtt://host:port")
+        );
+        assert!(
+            mqtt_address("ssl://broker:8883")
+                .unwrap_err()
+                .contains("mqtts://")
+        );
         assert!(mqtt_address("mqtt://:1883").is_err());
         assert!(mqtt_address("mqtt://broker:99999").is_err());
     }

@@ -30,24 +30,46 @@ pub fn describe(error: &ConnectionError, attempt: Attempt<'_>) -> String {
             format!("the broker refused the connection (CONNACK {code:?})")
         }
         ConnectionError::Io(e) | ConnectionError::MqttState(StateError::Io(e)) => {
-            io_reason(e, attempt)
+            hint(&e.to_string(), Some(e.kind()), attempt)
         }
-        other => {
-            let text = other.to_string();
-            if attempt.tls && looks_like_plain_reply(&text) {
-                format!(
-                    "{text}: the broker does not speak TLS on this port; use mqtt:// for a \
-                     plain listener or the broker's TLS port (usually 8883)"
-                )
-            } else if attempt.tls && text.contains("certificate") {
-                format!(
-                    "{text}: the broker's certificate was not accepted; check RADAR_MQTT_CA_FILE \
-                     and that the certificate names the host in RADAR_MQTT_URL"
-                )
-            } else {
-                text
-            }
-        }
+        other => hint(&other.to_string(), io_kind(other), attempt),
+    }
+}
+
+/// `text` with what the operator can do about it, when that is known.
+fn hint(text: &str, kind: Option<io::ErrorKind>, attempt: Attempt<'_>) -> String {
+    let closed = matches!(
+        kind,
+        Some(
+            io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::BrokenPipe
+        )
+    );
+    let handshake = !attempt.connack_seen;
+    if attempt.tls && asks_for_client_certificate(text) {
+        format!(
+            "{text}: the broker requires a client certificate; set RADAR_MQTT_CLIENT_CERT_FILE \
+             and RADAR_MQTT_CLIENT_KEY_FILE to a pair its CA accepts"
+        )
+    } else if attempt.tls && handshake && (closed || looks_like_plain_reply(text)) {
+        format!(
+            "{text}: the broker does not speak TLS on this port; use mqtt:// for a plain \
+             listener or the broker's TLS port (usually 8883)"
+        )
+    } else if attempt.tls && text.contains("certificate") {
+        format!(
+            "{text}: the broker's certificate was not accepted; check RADAR_MQTT_CA_FILE and \
+             that the certificate names the host in RADAR_MQTT_URL"
+        )
+    } else if !attempt.tls && handshake && closed {
+        format!(
+            "{text}: the broker closed the connection before answering CONNECT; if this port \
+             speaks TLS (usually 8883), use mqtts://"
+        )
+    } else {
+        text.to_string()
     }
 }
 
@@ -69,27 +91,22 @@ fn refused_credentials(code: ConnectReturnCode, attempt: Attempt<'_>) -> String 
     }
 }
 
-fn io_reason(e: &io::Error, attempt: Attempt<'_>) -> String {
-    let closed = matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::UnexpectedEof
-            | io::ErrorKind::BrokenPipe
-    );
-    if closed && !attempt.tls && !attempt.connack_seen {
-        format!(
-            "{e}: the broker closed the connection before answering CONNECT; if this port \
-             speaks TLS (usually 8883), use mqtts://"
-        )
-    } else if attempt.tls && !attempt.connack_seen && looks_like_plain_reply(&e.to_string()) {
-        format!(
-            "{e}: the broker does not speak TLS on this port; use mqtt:// for a plain \
-             listener or the broker's TLS port (usually 8883)"
-        )
-    } else {
-        e.to_string()
+/// The kind of the I/O error somewhere in `error`'s chain of causes
+/// (rumqttc wraps a reset during a read in two layers).
+fn io_kind(error: &(dyn std::error::Error + 'static)) -> Option<io::ErrorKind> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            return Some(io.kind());
+        }
+        cause = e.source();
     }
+    None
+}
+
+/// The alerts a TLS 1.3 / 1.2 server sends when a client certificate is missing.
+fn asks_for_client_certificate(text: &str) -> bool {
+    text.contains("CertificateRequired") || text.contains("HandshakeFailure")
 }
 
 /// What rustls reports when the other side answered in plain MQTT.

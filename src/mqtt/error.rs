@@ -11,6 +11,9 @@ pub enum MqttError {
     /// The MQTT user name or password cannot be used.
     #[error(transparent)]
     Credentials(#[from] crate::config::CredentialError),
+    /// The TLS configuration for an `mqtts://` broker cannot be built.
+    #[error("MQTT TLS: {0}")]
+    Tls(crate::tls::TlsError),
     /// An ingestion option is out of range.
     #[error("MQTT option {field} is invalid: {reason}")]
     Option { field: &'static str, reason: String },

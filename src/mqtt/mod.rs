@@ -28,6 +28,6 @@ pub use backoff::Backoff;
 pub use error::MqttError;
 pub use events::{ConnectionEvent, LinkStatus};
 pub use ingress::{IngressCounters, IngressCounts, RawMessage, admit};
-pub use options::{BrokerAddress, IngestOptions, client_id};
+pub use options::{BrokerAddress, IngestOptions, MqttTls, client_id};
 pub use owner::{Ingestion, IngestionControl, spawn};
 pub use subscriptions::{SubackOutcome, Subscriptions, TopicSubscription};

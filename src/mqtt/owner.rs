@@ -352,7 +352,7 @@ impl Owner {
             diagnose::Attempt {
                 username: login.map(|l| l.username.as_str()),
                 password_sent: login.is_some_and(|l| l.password.is_some()),
-                tls: false,
+                tls: self.options.tls.is_some(),
                 connack_seen,
             },
         )

@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub mod certs;
 #[path = "../../../tests/common/mod.rs"]
 pub mod common;
 
