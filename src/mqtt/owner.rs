@@ -12,7 +12,7 @@
 
 use std::{sync::Arc, time::Instant};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use rumqttc::{AsyncClient, Event, EventLoop, Outgoing, Packet, Publish, QoS};
 use tokio::{
     sync::{
@@ -120,6 +120,7 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
         counters: Arc::clone(&counters),
         stop: stop_rx,
         burst: Vec::with_capacity(BURST),
+        last_packet: Utc::now(),
     };
     let task = tokio::spawn(owner.run());
     Ok(Ingestion {
@@ -159,6 +160,8 @@ struct Owner {
     stop: watch::Receiver<bool>,
     /// Admitted messages of the current read, not queued yet.
     burst: Vec<RawMessage>,
+    /// When the broker last sent anything (message, PINGRESP, ack).
+    last_packet: DateTime<Utc>,
 }
 
 impl Owner {
@@ -179,12 +182,18 @@ impl Owner {
                 } => (reason, established),
             };
             if established {
-                warn!(monitor_id = %monitor, reason = %reason, "MQTT connection lost; reconnecting on the backoff schedule.");
+                // A link that died silently is noticed only by the
+                // keep-alive: the outage began at the last sign of life.
+                let silent_ms = (Utc::now() - self.last_packet).num_milliseconds().max(0);
+                warn!(
+                    monitor_id = %monitor, reason = %reason, silent_before_ms = silent_ms,
+                    "MQTT connection lost; the outage is dated from the last packet received; reconnecting on the backoff schedule."
+                );
                 attempts = 0;
                 waits = 0;
                 self.set_status(false, 0, Some(reason.clone()));
                 self.emit(ConnectionEvent::Disconnected {
-                    at: Utc::now(),
+                    at: self.last_packet,
                     reason: reason.clone(),
                 })
                 .await;
@@ -257,7 +266,12 @@ impl Owner {
                 polled = self.eventloop.poll() => polled,
             };
             let event = match polled {
-                Ok(event) => event,
+                Ok(event) => {
+                    if matches!(event, Event::Incoming(_)) {
+                        self.last_packet = Utc::now();
+                    }
+                    event
+                }
                 Err(e) => {
                     return SessionEnd::Lost {
                         reason: self.describe(&e, connack_seen),
