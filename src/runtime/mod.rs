@@ -6,8 +6,10 @@ mod core;
 mod exit;
 mod graph_run;
 mod shard;
+mod silence;
 
 pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
 pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
 pub use exit::{ExitReason, Restart};
 pub use shard::owns;
+pub use silence::{Silence, SilenceChange};

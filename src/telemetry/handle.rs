@@ -163,6 +163,10 @@ impl MonitorTelemetry {
         self.slot.condition().clear_stall();
     }
 
+    pub(crate) fn set_no_data(&self, detail: Option<String>) {
+        self.slot.condition().set_no_data(detail);
+    }
+
     pub(crate) fn exit(&self, exit: &ExitReason) {
         self.slot.condition().exit(exit);
     }
