@@ -112,6 +112,17 @@ async fn a_required_reading_that_goes_silent_is_no_data_until_frames_form_again(
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json["not_ready"][0]["state"], "no_data", "{body}");
     assert_eq!(json["not_ready"][0]["connected"], true, "{body}");
+    // The age of each reading's newest accepted observation is a metric.
+    let age = |reading: &str| {
+        let labels = [("monitor_id", id.as_str()), ("reading", reading)];
+        telemetry_common::sample(&worker.metrics(), "radar_reading_age_seconds", &labels)
+    };
+    let pressure = age("pressure").expect("an age for the pressure reading");
+    let flow = age("flow").expect("an age for the flow reading");
+    assert!(
+        pressure >= 2.0 && pressure > flow,
+        "pressure {pressure} s, flow {flow} s"
+    );
     wait_for(
         Duration::from_secs(20),
         "the status row says no_data",

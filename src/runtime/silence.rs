@@ -103,11 +103,12 @@ impl Silence {
         self.silent
     }
 
-    /// Age of each reading's newest accepted observation (`None`: none yet).
-    pub fn ages(&self, now: DateTime<Utc>) -> Vec<(String, Option<TimeDelta>)> {
+    /// Each required reading with the receipt time of its newest accepted
+    /// observation (`None`: none yet).
+    pub fn last_accepted(&self) -> Vec<(String, Option<DateTime<Utc>>)> {
         self.required
             .iter()
-            .map(|(i, name)| (name.clone(), self.last_accepted[*i].map(|t| now - t)))
+            .map(|(i, name)| (name.clone(), self.last_accepted[*i]))
             .collect()
     }
 }

@@ -183,6 +183,12 @@ impl MonitorTelemetry {
         self.slot.figures().snapshot_saved_at = Some(saved_at);
     }
 
+    /// Each required reading and when its newest accepted observation was
+    /// received; the `radar.reading.age` gauge counts from these.
+    pub fn set_last_accepted(&self, last_accepted: Vec<(String, Option<DateTime<Utc>>)>) {
+        self.slot.figures().last_accepted = last_accepted;
+    }
+
     pub(crate) fn set_recovery(&self, recovery: Recovery) {
         self.slot.figures().recovery = Some(recovery);
     }

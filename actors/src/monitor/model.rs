@@ -217,6 +217,7 @@ impl ModelActor {
             self.recovery.clone(),
             self.no_data(),
         );
+        self.metrics.set_last_accepted(self.silence.last_accepted());
         self.view.send_replace(view);
     }
 
