@@ -16,6 +16,7 @@
 //! - [`snapshot`]: signed recovery snapshots and their verification (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //! - [`telemetry`]: metric names, internal events, the monitor board behind readiness.
+//! - [`tls`]: rustls client configurations for the broker and PostgreSQL.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
 
@@ -31,3 +32,4 @@ pub mod runtime;
 pub mod snapshot;
 pub mod store;
 pub mod telemetry;
+pub mod tls;

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    radar::tls::install_default_provider();
     radar::config::load_dotenv();
     cli::Cli::parse().run()
 }

@@ -21,6 +21,12 @@ pub struct AlignmentPolicy {
     pub future_tolerance_ms: u64,
     /// Largest spread between the source timestamps within one frame.
     pub max_skew_ms: u64,
+    /// A required reading that delivered nothing for this long (while
+    /// connected) puts the monitor in `no_data`. Unset: `max_age_ms`, the
+    /// age beyond which an observation could not be used anyway. Left out
+    /// of the serialized form when unset, so existing fingerprints hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silence_ms: Option<u64>,
 }
 
 /// A day: no sensible alignment limit is longer, so a larger one is a unit mistake.
@@ -33,6 +39,7 @@ impl Default for AlignmentPolicy {
             max_age_ms: 30_000,
             future_tolerance_ms: 2_000,
             max_skew_ms: 1_000,
+            silence_ms: None,
         }
     }
 }
@@ -58,6 +65,12 @@ impl AlignmentPolicy {
         millis(self.max_skew_ms)
     }
 
+    /// How long a required reading may deliver nothing before the monitor
+    /// is `no_data`: [`Self::silence_ms`], else [`Self::max_age_ms`].
+    pub fn silence(&self) -> TimeDelta {
+        millis(self.silence_ms.unwrap_or(self.max_age_ms))
+    }
+
     /// Field errors under the given prefix (e.g. `alignment`).
     pub fn validate(&self, prefix: &str) -> Vec<FieldError> {
         let mut errors = Vec::new();
@@ -66,6 +79,7 @@ impl AlignmentPolicy {
             ("max_age_ms", self.max_age_ms, false),
             ("future_tolerance_ms", self.future_tolerance_ms, true),
             ("max_skew_ms", self.max_skew_ms, true),
+            ("silence_ms", self.silence_ms.unwrap_or(1), false),
         ] {
             if value == 0 && !may_be_zero {
                 errors.push(FieldError::new(

@@ -1,11 +1,16 @@
 //! Configuration: the worker's settings, the checkpoint key rules and a
 //! monitor's definition.
 
+mod credentials;
 mod error;
 mod monitor;
 mod secret;
 mod settings;
 
+pub use credentials::{
+    CredentialError, DEFAULT_DATABASE_URL_FILE, DEFAULT_MQTT_PASSWORD_FILE, DatabaseUrl,
+    MqttCredentials, redact_url,
+};
 pub use error::{FieldError, FieldErrors};
 pub use monitor::{MonitorConfig, ReadingConfig};
 pub use secret::{
@@ -14,7 +19,7 @@ pub use secret::{
 };
 pub use settings::{
     ConfigError, DEFAULT_CONFIG_FILE, DEFAULT_SECRET_FILE, EnvVars, Environment, Loaded, LogFormat,
-    Settings, Shard, VARIABLES, mqtt_address,
+    MqttBroker, Settings, Shard, VARIABLES, mqtt_address, mqtt_broker,
 };
 
 /// Reads `.env` into the process environment in development, never

@@ -17,6 +17,11 @@ use thiserror::Error;
 
 use super::{
     FieldError, FieldErrors,
+    credentials::{
+        CredentialError, DEFAULT_DATABASE_URL_FILE, DEFAULT_MQTT_PASSWORD_FILE, DatabaseUrl,
+        MqttCredentials, MqttLogin, database_url_file, read_database_url, redact_url,
+        resolve_mqtt_login,
+    },
     secret::{KeyError, KeySource, Secret, resolve_key},
 };
 
@@ -31,6 +36,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RADAR_ENV", "development"),
     ("RADAR_CONFIG_FILE", DEFAULT_CONFIG_FILE),
     ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/radar"),
+    ("RADAR_DATABASE_URL_FILE", DEFAULT_DATABASE_URL_FILE),
     ("RADAR_DB_WRITE_ENABLED", "true"),
     (
         "RADAR_CHECKPOINT_SECRET",
@@ -41,6 +47,16 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS", "30"),
     ("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "30"),
     ("RADAR_MQTT_URL", "mqtt://127.0.0.1:1883"),
+    ("RADAR_MQTT_CA_FILE", "(the system's trusted roots)"),
+    (
+        "RADAR_MQTT_CLIENT_CERT_FILE",
+        "(none: no client certificate)",
+    ),
+    ("RADAR_MQTT_CLIENT_KEY_FILE", "(none)"),
+    ("RADAR_MQTT_KEEPALIVE_SECONDS", "10"),
+    ("RADAR_MQTT_USERNAME", "(none: connect without credentials)"),
+    ("RADAR_MQTT_PASSWORD", "(none; development only)"),
+    ("RADAR_MQTT_PASSWORD_FILE", DEFAULT_MQTT_PASSWORD_FILE),
     ("RADAR_MQTT_MAX_MESSAGE_BYTES", "4096"),
     ("RADAR_INGRESS_QUEUE_CAPACITY", "1024"),
     ("RADAR_METRICS_ADDR", "127.0.0.1:9464"),
@@ -55,6 +71,9 @@ const DIRECT_VARIABLES: &[&str] = &[
     "RADAR_CHECKPOINT_SECRET",
     "RADAR_CHECKPOINT_SECRET_FILE",
     "RADAR_CONFIG_FILE",
+    "RADAR_DATABASE_URL_FILE",
+    "RADAR_MQTT_PASSWORD",
+    "RADAR_MQTT_PASSWORD_FILE",
 ];
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,8 +149,12 @@ impl fmt::Display for Shard {
 pub struct Settings {
     #[serde(default)]
     pub env: Environment,
+    /// Prints without its password; dereferences to the full URL.
     #[serde(default = "default_database_url")]
-    pub database_url: String,
+    pub database_url: DatabaseUrl,
+    /// The file the URL was read from (`RADAR_DATABASE_URL_FILE`), if any.
+    #[serde(skip)]
+    pub database_url_file: Option<PathBuf>,
     /// When false, no snapshot is read or written and every monitor starts fresh.
     #[serde(default = "yes")]
     pub db_write_enabled: bool,
@@ -147,6 +170,20 @@ pub struct Settings {
     pub checkpoint_timeout_seconds: u64,
     #[serde(default = "default_mqtt_url")]
     pub mqtt_url: String,
+    /// PEM roots for an `mqtts://` broker; the system's roots when unset.
+    #[serde(default)]
+    pub mqtt_ca_file: Option<PathBuf>,
+    /// Client certificate chain and key (PEM) for mutual TLS.
+    #[serde(default)]
+    pub mqtt_client_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub mqtt_client_key_file: Option<PathBuf>,
+    /// A silent broker is declared dead after about twice this.
+    #[serde(default = "default_keepalive")]
+    pub mqtt_keepalive_seconds: u64,
+    /// Sent to the broker with the password from `RADAR_MQTT_PASSWORD_FILE`.
+    #[serde(default)]
+    pub mqtt_username: Option<String>,
     /// Larger MQTT messages are rejected (and counted) without parsing.
     #[serde(default = "default_max_message_bytes")]
     pub mqtt_max_message_bytes: usize,
@@ -171,6 +208,11 @@ pub struct Settings {
     checkpoint_secret: Option<Secret>,
     #[serde(skip)]
     checkpoint_secret_file: Option<PathBuf>,
+    /// Development only: `RADAR_MQTT_PASSWORD`.
+    #[serde(skip)]
+    mqtt_password: Option<Secret>,
+    #[serde(skip)]
+    mqtt_password_file: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -179,14 +221,17 @@ fn yes() -> bool {
 fn thirty() -> u64 {
     30
 }
-fn default_database_url() -> String {
-    "postgres://postgres@127.0.0.1:5432/radar".into()
+fn default_database_url() -> DatabaseUrl {
+    DatabaseUrl::new("postgres://postgres@127.0.0.1:5432/radar")
 }
 fn default_checkpoint_interval() -> u64 {
     1000
 }
 fn default_mqtt_url() -> String {
     "mqtt://127.0.0.1:1883".into()
+}
+fn default_keepalive() -> u64 {
+    10
 }
 fn default_max_message_bytes() -> usize {
     4096
@@ -212,6 +257,8 @@ pub enum ConfigError {
         "test-only variables are set in production: {names}; they steer test runs (e.g. a faster MQTT reconnect schedule), so unset them or leave RADAR_ENV=production off"
     )]
     TestVariablesInProduction { names: String },
+    #[error(transparent)]
+    Credential(#[from] CredentialError),
 }
 
 /// The process environment as seen by [`Settings::load`]; tests pass their own.
@@ -260,6 +307,9 @@ impl Settings {
             .filter(|(k, _)| k.starts_with("RADAR_"))
             .cloned()
             .collect();
+        let url_flag_given = Figment::from(&flags)
+            .extract_inner::<String>("database_url")
+            .is_ok();
         figment = figment
             .merge(provider_from(&radar_vars, "RADAR_", &known))
             .merge(provider_from(vars, "", &["database_url".to_string()]))
@@ -269,6 +319,21 @@ impl Settings {
             .map_err(|e| ConfigError::Layering(e.to_string()))?;
         settings.checkpoint_secret = var("RADAR_CHECKPOINT_SECRET").map(Secret::new);
         settings.checkpoint_secret_file = var("RADAR_CHECKPOINT_SECRET_FILE").map(PathBuf::from);
+        settings.mqtt_password = var("RADAR_MQTT_PASSWORD").map(Secret::new);
+        settings.mqtt_password_file = var("RADAR_MQTT_PASSWORD_FILE").map(PathBuf::from);
+        // `--database-url` beats everything; then RADAR_DATABASE_URL_FILE
+        // (so a development .env's DATABASE_URL does not shadow it).
+        let explicit_file = var("RADAR_DATABASE_URL_FILE").map(PathBuf::from);
+        if !url_flag_given
+            && let Some(path) = database_url_file(
+                settings.env,
+                explicit_file.as_deref(),
+                var("DATABASE_URL").is_some(),
+            )
+        {
+            settings.database_url = read_database_url(&path)?;
+            settings.database_url_file = Some(path);
+        }
         settings.validate()?;
         if settings.env == Environment::Production {
             // The worker reads these itself; production must never run
@@ -309,6 +374,19 @@ impl Settings {
             self.checkpoint_secret.as_ref(),
             Some(file),
             self.checkpoint_secret_file.is_some(),
+        )
+    }
+
+    /// The MQTT login by the environment's rules (`RADAR_MQTT_USERNAME`,
+    /// `RADAR_MQTT_PASSWORD_FILE`, development's `RADAR_MQTT_PASSWORD`).
+    pub fn mqtt_credentials(&self) -> Result<Option<MqttCredentials>, CredentialError> {
+        resolve_mqtt_login(
+            self.env,
+            &MqttLogin {
+                username: self.mqtt_username.as_deref(),
+                inline_password: self.mqtt_password.as_ref(),
+                password_file: self.mqtt_password_file.as_deref(),
+            },
         )
     }
 
@@ -361,8 +439,42 @@ impl Settings {
                 "must be between 64 and 268435455 bytes",
             ));
         }
-        if let Err(reason) = mqtt_address(&self.mqtt_url) {
-            errors.push(FieldError::new("RADAR_MQTT_URL", reason));
+        match mqtt_broker(&self.mqtt_url) {
+            Err(reason) => errors.push(FieldError::new("RADAR_MQTT_URL", reason)),
+            Ok(broker) if !broker.tls => {
+                for (name, set) in [
+                    ("RADAR_MQTT_CA_FILE", self.mqtt_ca_file.is_some()),
+                    (
+                        "RADAR_MQTT_CLIENT_CERT_FILE",
+                        self.mqtt_client_cert_file.is_some(),
+                    ),
+                    (
+                        "RADAR_MQTT_CLIENT_KEY_FILE",
+                        self.mqtt_client_key_file.is_some(),
+                    ),
+                ] {
+                    if set {
+                        errors.push(FieldError::new(
+                            name,
+                            "is set but RADAR_MQTT_URL is a plain mqtt:// URL; use mqtts:// for TLS",
+                        ));
+                    }
+                }
+            }
+            Ok(_) => {}
+        }
+        if self.mqtt_client_cert_file.is_some() != self.mqtt_client_key_file.is_some() {
+            errors.push(FieldError::new(
+                "RADAR_MQTT_CLIENT_CERT_FILE",
+                "mutual TLS needs both RADAR_MQTT_CLIENT_CERT_FILE and RADAR_MQTT_CLIENT_KEY_FILE",
+            ));
+        }
+        // MQTT carries the keep-alive in 16 bits.
+        if !(1..=65_535).contains(&self.mqtt_keepalive_seconds) {
+            errors.push(FieldError::new(
+                "RADAR_MQTT_KEEPALIVE_SECONDS",
+                "must be between 1 and 65535",
+            ));
         }
         if !self.database_url.starts_with("postgres://")
             && !self.database_url.starts_with("postgresql://")
@@ -391,25 +503,82 @@ impl Settings {
     }
 }
 
-/// Parses `mqtt://host[:port]` (port 1883 by default).
-pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
-    let rest = url.strip_prefix("mqtt://").ok_or_else(|| {
-        format!("{url:?} is not an mqtt:// URL (TLS brokers are not supported yet)")
-    })?;
+/// Where the broker listens and whether it speaks TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttBroker {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Parses `mqtt://host[:port]` (plain, port 1883 by default) or
+/// `mqtts://host[:port]` (TLS, port 8883). Messages never repeat user info
+/// from the URL: it may hold a password.
+pub fn mqtt_broker(url: &str) -> Result<MqttBroker, String> {
+    let shown = redact_url(url);
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("mqtt://") {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix("mqtts://") {
+        (true, rest)
+    } else {
+        return Err(wrong_scheme(url, &shown));
+    };
     let rest = rest.trim_end_matches('/');
+    if rest.contains('@') {
+        return Err(format!(
+            "{shown:?} carries user info; radar takes the broker's user name from \
+             RADAR_MQTT_USERNAME and its password from RADAR_MQTT_PASSWORD_FILE, so remove it \
+             from the URL"
+        ));
+    }
+    let default_port = if tls { 8883 } else { 1883 };
     let (host, port) = match rest.rsplit_once(':') {
-        Some((host, port)) => (
+        Some((host, port)) if !port.ends_with(']') => (
             host,
             port.parse::<u16>()
-                .map_err(|_| format!("{port:?} in {url:?} is not a port number"))?,
+                .map_err(|_| format!("{port:?} in {shown:?} is not a port number"))?,
         ),
-        None => (rest, 1883),
+        _ => (rest, default_port),
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() || host.contains(['/', '@', '?']) {
-        return Err(format!("{url:?} has no usable host"));
+    if host.is_empty() || host.contains(['/', '?']) {
+        return Err(format!("{shown:?} has no usable host"));
     }
-    Ok((host.to_string(), port))
+    Ok(MqttBroker {
+        tls,
+        host: host.to_string(),
+        port,
+    })
+}
+
+/// The message for a URL that is neither `mqtt://` nor `mqtts://`.
+fn wrong_scheme(url: &str, shown: &str) -> String {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("tcp") => format!(
+            "{shown:?}: radar does not read tcp:// URLs; write mqtt://host:port for a plain \
+             listener or mqtts://host:port for TLS"
+        ),
+        Some("ssl" | "tls" | "mqtt+ssl") => {
+            format!("{shown:?}: write mqtts://host:port for a TLS listener")
+        }
+        Some("ws" | "wss") => format!(
+            "{shown:?}: MQTT over websockets is not supported; use the broker's mqtt:// or \
+             mqtts:// listener"
+        ),
+        Some(other) => format!(
+            "{shown:?}: {other}:// is not an MQTT scheme; write mqtt://host:port (plain) or \
+             mqtts://host:port (TLS)"
+        ),
+        None => format!(
+            "{shown:?} has no scheme; write mqtt://host:port (plain) or mqtts://host:port (TLS)"
+        ),
+    }
+}
+
+/// Host and port of `mqtt://` or `mqtts://` URL.
+pub fn mqtt_address(url: &str) -> Result<(String, u16), String> {
+    mqtt_broker(url).map(|b| (b.host, b.port))
 }
 
 /// A figment provider over the given variables with `prefix` stripped,
@@ -615,6 +784,88 @@ mod tests {
     }
 
     #[test]
+    fn the_database_url_file_beats_database_url_and_the_flag_beats_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("url");
+        std::fs::write(&path, "postgres://radar:from-file-pw@db:5432/radar\n").unwrap();
+        let path = path.display().to_string();
+        let v = vars(&[
+            ("RADAR_DATABASE_URL_FILE", path.as_str()),
+            ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/other"),
+        ]);
+        let s = Settings::load(&v, no_flags()).unwrap().settings;
+        assert_eq!(
+            &*s.database_url,
+            "postgres://radar:from-file-pw@db:5432/radar"
+        );
+        assert_eq!(s.database_url_file.as_deref(), Some(Path::new(&path)));
+        assert!(!format!("{s:?}").contains("from-file-pw"));
+        assert!(!serde_json::to_string(&s).unwrap().contains("from-file-pw"));
+        let flag = Serialized::defaults(
+            serde_json::json!({ "database_url": "postgres://postgres@h/flag" }),
+        );
+        let s = Settings::load(&v, flag).unwrap().settings;
+        assert_eq!(&*s.database_url, "postgres://postgres@h/flag");
+        assert_eq!(s.database_url_file, None);
+    }
+
+    #[test]
+    fn an_unreadable_database_url_file_is_an_error_naming_it() {
+        let v = vars(&[("RADAR_DATABASE_URL_FILE", "/nonexistent/radar_database_url")]);
+        let err = Settings::load(&v, no_flags()).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/radar_database_url"), "{err}");
+    }
+
+    #[test]
+    fn production_refuses_an_inline_mqtt_password_without_printing_it() {
+        let v = vars(&[
+            ("RADAR_ENV", "production"),
+            ("RADAR_MQTT_USERNAME", "radar"),
+            ("RADAR_MQTT_PASSWORD", "inline-pw-9876"),
+        ]);
+        let s = Settings::load(&v, no_flags()).unwrap().settings;
+        let err = s.mqtt_credentials().unwrap_err();
+        assert_eq!(err, CredentialError::InlinePasswordInProduction);
+        assert!(!format!("{s:?} {err} {err:?}").contains("inline-pw"));
+    }
+
+    #[test]
+    fn a_mqtt_url_with_a_password_is_refused_without_echoing_it() {
+        let v = vars(&[("RADAR_MQTT_URL", "mqtt://radar:url-pw-5555@broker:1883")]);
+        let err = Settings::load(&v, no_flags()).unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains("RADAR_MQTT_PASSWORD_FILE"), "{shown}");
+        assert!(!shown.contains("url-pw"), "{shown}");
+    }
+
+    #[test]
+    fn tls_files_need_an_mqtts_url_and_come_in_pairs() {
+        let v = vars(&[("RADAR_MQTT_CA_FILE", "/etc/ca.pem")]);
+        let Err(ConfigError::Invalid(errors)) = Settings::load(&v, no_flags()) else {
+            panic!("a CA file with a plain URL is refused");
+        };
+        assert_eq!(errors.fields(), ["RADAR_MQTT_CA_FILE"]);
+        let v = vars(&[
+            ("RADAR_MQTT_URL", "mqtts://broker"),
+            ("RADAR_MQTT_CLIENT_CERT_FILE", "/etc/client.pem"),
+        ]);
+        let Err(ConfigError::Invalid(errors)) = Settings::load(&v, no_flags()) else {
+            panic!("a client certificate without its key is refused");
+        };
+        assert_eq!(errors.fields(), ["RADAR_MQTT_CLIENT_CERT_FILE"]);
+    }
+
+    #[test]
+    fn the_keepalive_defaults_to_ten_seconds_and_must_fit_mqtts_16_bits() {
+        let s = Settings::load(&vars(&[]), no_flags()).unwrap().settings;
+        assert_eq!(s.mqtt_keepalive_seconds, 10);
+        for bad in ["0", "65536"] {
+            let v = vars(&[("RADAR_MQTT_KEEPALIVE_SECONDS", bad)]);
+            assert!(Settings::load(&v, no_flags()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn mqtt_urls_parse_to_host_and_port() {
         assert_eq!(
             mqtt_address("mqtt://127.0.0.1:1883").unwrap(),
@@ -628,7 +879,24 @@ mod tests {
             mqtt_address("mqtt://[::1]:1884").unwrap(),
             ("::1".into(), 1884)
         );
-        assert!(mqtt_address("mqtts://broker:8883").is_err());
+        assert_eq!(
+            mqtt_broker("mqtts://broker").unwrap(),
+            MqttBroker {
+                tls: true,
+                host: "broker".into(),
+                port: 8883
+            }
+        );
+        assert!(
+            mqtt_address("tcp://broker:1883")
+                .unwrap_err()
+                .contains("mqtt://host:port")
+        );
+        assert!(
+            mqtt_address("ssl://broker:8883")
+                .unwrap_err()
+                .contains("mqtts://")
+        );
         assert!(mqtt_address("mqtt://:1883").is_err());
         assert!(mqtt_address("mqtt://broker:99999").is_err());
     }

@@ -35,15 +35,19 @@ pub enum GapCause {
     RestartRollback,
     /// Checkpoints could not commit in time, so the model stopped advancing.
     CheckpointStall,
+    /// Connected, but a required reading delivered nothing for longer than
+    /// the monitor's `alignment.silence_ms`: from the last frame to the next.
+    NoData,
 }
 
 impl GapCause {
     /// Every cause, for registering metric series up front.
-    pub const ALL: [GapCause; 4] = [
+    pub const ALL: [GapCause; 5] = [
         Self::Startup,
         Self::MqttOutage,
         Self::RestartRollback,
         Self::CheckpointStall,
+        Self::NoData,
     ];
 
     /// The stable metric label (same as the serde name).
@@ -53,6 +57,7 @@ impl GapCause {
             Self::MqttOutage => "mqtt_outage",
             Self::RestartRollback => "restart_rollback",
             Self::CheckpointStall => "checkpoint_stall",
+            Self::NoData => "no_data",
         }
     }
 }

@@ -26,6 +26,7 @@ pub struct GapTotals {
     pub mqtt_outage: GapTotal,
     pub restart_rollback: GapTotal,
     pub checkpoint_stall: GapTotal,
+    pub no_data: GapTotal,
 }
 
 impl GapTotals {
@@ -35,6 +36,7 @@ impl GapTotals {
             GapCause::MqttOutage => self.mqtt_outage,
             GapCause::RestartRollback => self.restart_rollback,
             GapCause::CheckpointStall => self.checkpoint_stall,
+            GapCause::NoData => self.no_data,
         }
     }
 
@@ -75,6 +77,7 @@ impl GapTotals {
             GapCause::MqttOutage => &mut self.mqtt_outage,
             GapCause::RestartRollback => &mut self.restart_rollback,
             GapCause::CheckpointStall => &mut self.checkpoint_stall,
+            GapCause::NoData => &mut self.no_data,
         }
     }
 }

@@ -80,6 +80,12 @@ pub fn start_embedded_broker() -> Result<(u16, EmbeddedBroker), DemoError> {
         .and_then(|l| l.local_addr())
         .map_err(|e| DemoError::Broker(format!("cannot find a free loopback port: {e}")))?
         .port();
+    start_embedded_broker_on(port).map(|broker| (port, broker))
+}
+
+/// Starts a broker on `port` (e.g. the port of a broker a test restarts)
+/// and returns once it accepts connections.
+pub fn start_embedded_broker_on(port: u16) -> Result<EmbeddedBroker, DemoError> {
     let mut broker = Broker::new(broker_config(port));
     let thread = std::thread::Builder::new()
         .name("demo-broker".to_string())
@@ -101,11 +107,8 @@ pub fn start_embedded_broker() -> Result<(u16, EmbeddedBroker), DemoError> {
         std::thread::sleep(Duration::from_millis(10));
     }
     tracing::info!(port, "Embedded MQTT broker listening on loopback.");
-    Ok((
+    Ok(EmbeddedBroker {
         port,
-        EmbeddedBroker {
-            port,
-            _thread: thread,
-        },
-    ))
+        _thread: thread,
+    })
 }

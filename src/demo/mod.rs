@@ -18,7 +18,7 @@ mod plant;
 mod publisher;
 mod rng;
 
-pub use broker::{EmbeddedBroker, start_embedded_broker};
+pub use broker::{EmbeddedBroker, start_embedded_broker, start_embedded_broker_on};
 pub use database::{
     DEFAULT_DEMO_DATABASE, DemoDatabase, DemoMonitor, MonitorOrigin, ReplaceReason,
     check_database_name, demo_monitors, in_memory_id, in_memory_monitors, prepare_database, redact,

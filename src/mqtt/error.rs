@@ -8,6 +8,12 @@ pub enum MqttError {
     /// The broker URL cannot be used; the message says what would be accepted.
     #[error("broker URL {url:?} is not usable: {reason}")]
     BrokerUrl { url: String, reason: String },
+    /// The MQTT user name or password cannot be used.
+    #[error(transparent)]
+    Credentials(#[from] crate::config::CredentialError),
+    /// The TLS configuration for an `mqtts://` broker cannot be built.
+    #[error("MQTT TLS: {0}")]
+    Tls(crate::tls::TlsError),
     /// An ingestion option is out of range.
     #[error("MQTT option {field} is invalid: {reason}")]
     Option { field: &'static str, reason: String },

@@ -14,8 +14,9 @@ pub enum ConnectionEvent {
     /// code. `attempt` counts the attempts this took (1 = first try).
     Connected { at: DateTime<Utc>, attempt: u32 },
     /// An established connection (all subscriptions acknowledged) was lost.
-    /// `at` is when the owner noticed: while it waits for room in a full
-    /// queue it reads nothing, so a drop then shows up once a slot frees.
+    /// `at` is the last sign of life: when the broker last sent any packet
+    /// (message, PINGRESP or ack), not when the keep-alive noticed, so the
+    /// silent time before detection counts as part of the outage.
     Disconnected { at: DateTime<Utc>, reason: String },
     /// The broker refused a subscription (SUBACK 0x80). For a required
     /// reading the connection is dropped and retried on the backoff

@@ -10,11 +10,13 @@
 //! - `ingress`: stamping, topic mapping and size check of a PUBLISH, and the
 //!   shared counters.
 //! - `owner`: the task that owns the rumqttc event loop ([`spawn`]).
+//! - `diagnose`: a failed attempt as a sentence an operator can act on (pure).
 //! - `events`: what the owner reports ([`ConnectionEvent`], [`LinkStatus`]).
 
 pub mod payload;
 
 mod backoff;
+mod diagnose;
 mod error;
 mod events;
 mod ingress;
@@ -26,6 +28,6 @@ pub use backoff::Backoff;
 pub use error::MqttError;
 pub use events::{ConnectionEvent, LinkStatus};
 pub use ingress::{IngressCounters, IngressCounts, RawMessage, admit};
-pub use options::{BrokerAddress, IngestOptions, client_id};
+pub use options::{BrokerAddress, IngestOptions, MqttTls, client_id};
 pub use owner::{Ingestion, IngestionControl, spawn};
 pub use subscriptions::{SubackOutcome, Subscriptions, TopicSubscription};

@@ -12,7 +12,7 @@
 
 use std::{sync::Arc, time::Instant};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use rumqttc::{AsyncClient, Event, EventLoop, Outgoing, Packet, Publish, QoS};
 use tokio::{
     sync::{
@@ -25,7 +25,8 @@ use tokio::{
 use tracing::{debug, info, warn};
 
 use super::{
-    ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage, ingress,
+    ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage, diagnose,
+    ingress,
     payload::TopicRoutes,
     subscriptions::{SubackOutcome, Subscriptions, TopicSubscription},
 };
@@ -119,6 +120,7 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
         counters: Arc::clone(&counters),
         stop: stop_rx,
         burst: Vec::with_capacity(BURST),
+        last_packet: Utc::now(),
     };
     let task = tokio::spawn(owner.run());
     Ok(Ingestion {
@@ -158,6 +160,8 @@ struct Owner {
     stop: watch::Receiver<bool>,
     /// Admitted messages of the current read, not queued yet.
     burst: Vec<RawMessage>,
+    /// When the broker last sent anything (message, PINGRESP, ack).
+    last_packet: DateTime<Utc>,
 }
 
 impl Owner {
@@ -178,12 +182,18 @@ impl Owner {
                 } => (reason, established),
             };
             if established {
-                warn!(monitor_id = %monitor, reason = %reason, "MQTT connection lost; reconnecting on the backoff schedule.");
+                // A link that died silently is noticed only by the
+                // keep-alive: the outage began at the last sign of life.
+                let silent_ms = (Utc::now() - self.last_packet).num_milliseconds().max(0);
+                warn!(
+                    monitor_id = %monitor, reason = %reason, silent_before_ms = silent_ms,
+                    "MQTT connection lost; the outage is dated from the last packet received; reconnecting on the backoff schedule."
+                );
                 attempts = 0;
                 waits = 0;
                 self.set_status(false, 0, Some(reason.clone()));
                 self.emit(ConnectionEvent::Disconnected {
-                    at: Utc::now(),
+                    at: self.last_packet,
                     reason: reason.clone(),
                 })
                 .await;
@@ -236,6 +246,7 @@ impl Owner {
 
     async fn stream(&mut self, attempt: u32) -> SessionEnd {
         let mut established = false;
+        let mut connack_seen = false;
         let deadline = tokio::time::Instant::now() + self.options.handshake_timeout;
         loop {
             let polled = tokio::select! {
@@ -255,16 +266,22 @@ impl Owner {
                 polled = self.eventloop.poll() => polled,
             };
             let event = match polled {
-                Ok(event) => event,
+                Ok(event) => {
+                    if matches!(event, Event::Incoming(_)) {
+                        self.last_packet = Utc::now();
+                    }
+                    event
+                }
                 Err(e) => {
                     return SessionEnd::Lost {
-                        reason: e.to_string(),
+                        reason: self.describe(&e, connack_seen),
                         established,
                     };
                 }
             };
             match event {
                 Event::Incoming(Packet::ConnAck(ack)) => {
+                    connack_seen = true;
                     debug!(monitor_id = %self.options.monitor, session_present = ack.session_present, "MQTT CONNACK received; subscribing.");
                     for topic in self.subscriptions.on_connected() {
                         if let Err(e) = self.client.try_subscribe(topic, QoS::AtLeastOnce) {
@@ -340,6 +357,19 @@ impl Owner {
                 }
             }
         }
+    }
+
+    fn describe(&self, error: &rumqttc::ConnectionError, connack_seen: bool) -> String {
+        let login = self.options.credentials.as_ref();
+        diagnose::describe(
+            error,
+            diagnose::Attempt {
+                username: login.map(|l| l.username.as_str()),
+                password_sent: login.is_some_and(|l| l.password.is_some()),
+                tls: self.options.tls.is_some(),
+                connack_seen,
+            },
+        )
     }
 
     async fn on_established(&mut self, attempt: u32) {

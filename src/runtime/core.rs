@@ -396,6 +396,16 @@ impl MonitorCore {
         event.record_in(&mut self.coverage)
     }
 
+    /// Opens or closes the `no_data` gap; returns whether the history changed.
+    pub fn record_silence(&mut self, change: &super::SilenceChange) -> bool {
+        match change {
+            super::SilenceChange::Started { from } => {
+                self.coverage.open_gap(GapCause::NoData, *from)
+            }
+            super::SilenceChange::Ended { at } => self.coverage.close_gap(GapCause::NoData, *at),
+        }
+    }
+
     /// Stops advancing the model: checkpoints have not committed in time.
     pub fn suspend(&mut self, now: DateTime<Utc>) -> bool {
         if self.suspended {

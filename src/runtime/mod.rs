@@ -7,9 +7,11 @@ mod exit;
 mod graph_run;
 mod retry;
 mod shard;
+mod silence;
 
 pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
 pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
 pub use exit::{ExitReason, Restart};
 pub use retry::{FIRST_RETRY, RetryBackoff};
 pub use shard::owns;
+pub use silence::{Silence, SilenceChange};

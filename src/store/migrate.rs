@@ -44,7 +44,7 @@ pub struct LedgerState {
 pub async fn migrate(database_url: &str) -> Result<Vec<String>, StoreError> {
     let url = database_url.to_string();
     blocking(move || {
-        let mut conn = establish(&url)?;
+        let (mut conn, _runtime) = establish(&url)?;
         let ledger = ledger(&mut conn)?;
         if !ledger.unknown.is_empty() {
             return Err(StoreError::SchemaNewerThanBinary {
@@ -62,7 +62,11 @@ pub async fn migrate(database_url: &str) -> Result<Vec<String>, StoreError> {
 /// Reads the ledger without changing anything but diesel's own bookkeeping.
 pub async fn ledger_state(database_url: &str) -> Result<LedgerState, StoreError> {
     let url = database_url.to_string();
-    blocking(move || ledger(&mut establish(&url)?)).await
+    blocking(move || {
+        let (mut conn, _runtime) = establish(&url)?;
+        ledger(&mut conn)
+    })
+    .await
 }
 
 /// Succeeds only when the database holds exactly the migrations this binary
@@ -97,8 +101,24 @@ fn ledger(conn: &mut SyncConnection) -> Result<LedgerState, StoreError> {
     })
 }
 
-fn establish(url: &str) -> Result<SyncConnection, StoreError> {
-    SyncConnection::establish(url).map_err(|e| StoreError::Connect(e.to_string()))
+/// A blocking connection for diesel's migration harness. A TLS connection's
+/// driver task needs a runtime that runs on its own, so the caller keeps the
+/// returned runtime alive as long as the connection.
+fn establish(url: &str) -> Result<(SyncConnection, Option<tokio::runtime::Runtime>), StoreError> {
+    let connect_error = |e: diesel::ConnectionError| StoreError::Connect(e.to_string());
+    let plan = super::connection::plan(url).map_err(StoreError::Connect)?;
+    if plan.tls.is_none() {
+        return Ok((SyncConnection::establish(url).map_err(connect_error)?, None));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::Connect(format!("starting a runtime for the connection: {e}")))?;
+    let conn = runtime
+        .block_on(super::connection::establish(url))
+        .map_err(connect_error)?;
+    Ok((SyncConnection::from(conn), Some(runtime)))
 }
 
 /// Diesel's migration harness is synchronous; it must not block an async

@@ -1,5 +1,6 @@
 //! PostgreSQL: the one shared state of a radar fleet.
 //!
+//! - `connection`: one connection, with TLS when `sslmode` requires it.
 //! - `migrate`: migrations and the schema ledger.
 //! - `services`: the monitors' rows.
 //! - `status`: reading the operational status workers write.
@@ -12,6 +13,7 @@
 //! - `health`: the operational status, checked against the token without locking.
 
 mod checkpoints;
+mod connection;
 mod error;
 mod evidence;
 mod fence;
@@ -27,7 +29,7 @@ use std::time::Duration;
 
 use diesel::ConnectionError;
 use diesel_async::{
-    AsyncConnection, AsyncPgConnection, SimpleAsyncConnection,
+    AsyncPgConnection, SimpleAsyncConnection,
     pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod, deadpool},
 };
 
@@ -81,7 +83,7 @@ pub async fn connect(
     config.custom_setup = Box::new(move |url| {
         let url = url.to_string();
         Box::pin(async move {
-            let mut conn = AsyncPgConnection::establish(&url).await?;
+            let mut conn = connection::establish(&url).await?;
             // A writer frozen inside a transaction (SIGSTOP, a stalled
             // host) would hold the snapshot row lock for as long as it is
             // frozen and block every takeover: the server ends a session

@@ -21,6 +21,9 @@ pub enum MonitorState {
     Disconnected,
     /// The model stopped advancing (checkpoint stall or a stuck operation).
     Stalled,
+    /// Connected, but a required reading delivered nothing for longer than
+    /// its silence limit: not ready, since nothing seen is never healthy.
+    NoData,
     /// Terminal: the monitor could not start (e.g. a snapshot was rejected).
     StartupFailed,
     /// Terminal: another worker committed a successor snapshot.
@@ -35,11 +38,12 @@ pub enum MonitorState {
 }
 
 impl MonitorState {
-    pub const ALL: [MonitorState; 9] = [
+    pub const ALL: [MonitorState; 10] = [
         Self::Starting,
         Self::Connected,
         Self::Disconnected,
         Self::Stalled,
+        Self::NoData,
         Self::StartupFailed,
         Self::OwnershipLost,
         Self::Quarantined,
@@ -53,6 +57,7 @@ impl MonitorState {
             Self::Connected => "connected",
             Self::Disconnected => "disconnected",
             Self::Stalled => "stalled",
+            Self::NoData => "no_data",
             Self::StartupFailed => "startup_failed",
             Self::OwnershipLost => "ownership_lost",
             Self::Quarantined => "quarantined",
@@ -116,6 +121,8 @@ pub struct Condition {
     was_connected: bool,
     disconnect_detail: String,
     stall: Option<String>,
+    /// The silent required readings, as a sentence; `None` while data flows.
+    no_data: Option<String>,
     /// The first exit wins: a quarantined monitor that then stops stays
     /// reported as quarantined.
     exit: Option<ExitReason>,
@@ -131,6 +138,7 @@ impl Condition {
             return MonitorState::Stalled;
         }
         match (self.connected, self.was_connected) {
+            (true, _) if self.no_data.is_some() => MonitorState::NoData,
             (true, _) => MonitorState::Connected,
             (false, true) => MonitorState::Disconnected,
             (false, false) => MonitorState::Starting,
@@ -146,7 +154,7 @@ impl Condition {
             return detail;
         }
         if self.connected {
-            ""
+            self.no_data.as_deref().unwrap_or("")
         } else {
             &self.disconnect_detail
         }
@@ -183,6 +191,11 @@ impl Condition {
 
     pub fn clear_stall(&mut self) {
         self.stall = None;
+    }
+
+    /// Required readings are silent (`Some`, naming them) or data flows.
+    pub fn set_no_data(&mut self, detail: Option<String>) {
+        self.no_data = detail;
     }
 
     /// Ends the monitor. Ownership loss also clears the held token, and the

@@ -460,6 +460,26 @@ impl InternalEvent for MonitorStalled<'_> {
     }
 }
 
+/// Required readings went silent while connected (`readings` non-empty),
+/// or data flows again (`readings` empty).
+#[derive(Debug, Clone, Copy)]
+pub struct NoDataChanged<'a> {
+    /// The silent readings and how long each has been, as one sentence.
+    pub detail: Option<&'a str>,
+}
+
+impl InternalEvent for NoDataChanged<'_> {
+    fn emit(self, m: &MonitorTelemetry) {
+        match self.detail {
+            Some(detail) => {
+                warn!(monitor_id = %m.id(), detail, "Monitor sees no data from required readings.")
+            }
+            None => info!(monitor_id = %m.id(), "Monitor sees data again."),
+        }
+        m.set_no_data(self.detail.map(str::to_string));
+    }
+}
+
 /// The model advances again.
 #[derive(Debug, Clone, Copy)]
 pub struct MonitorStallCleared;

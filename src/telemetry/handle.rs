@@ -11,12 +11,12 @@ use chrono::{DateTime, Utc};
 use opentelemetry::{KeyValue, metrics::Meter};
 use uuid::Uuid;
 
-use crate::runtime::ExitReason;
+use crate::{coverage::GapCause, runtime::ExitReason};
 
 use super::{
     events::InternalEvent,
     instruments::Instruments,
-    labels::DetectorPhase,
+    labels::{CheckpointFailure, DetectorPhase, RejectReason, key},
     readiness::{Board, Recovery, Slot},
 };
 
@@ -54,10 +54,12 @@ impl Telemetry {
     /// earlier entry with the same id) and the returned handle records its
     /// metrics, labelled with `monitor.id` and `monitor.name`.
     pub fn monitor(&self, id: Uuid, name: &str) -> MonitorTelemetry {
-        MonitorTelemetry {
+        let handle = MonitorTelemetry {
             instruments: self.instruments.clone(),
             slot: self.board.admit(id, name),
-        }
+        };
+        handle.register_every_counter();
+        handle
     }
 
     /// Takes a monitor off the board once it is no longer admitted here.
@@ -99,6 +101,39 @@ impl MonitorTelemetry {
             .store(capacity as u64, Ordering::Relaxed);
     }
 
+    /// Adds 0 to every counter series of this monitor, so each exists from
+    /// admission: an alert on `rate(radar_frames_emitted_total[5m]) == 0`
+    /// fires for a monitor that never formed a frame, and every rejection
+    /// reason reads 0 rather than being absent. Checkpoint commits carry
+    /// their trigger, and the commit before subscribing comes with admission.
+    fn register_every_counter(&self) {
+        let i = &self.instruments;
+        let attrs = self.attrs();
+        for counter in [
+            &i.observations_received,
+            &i.observations_accepted,
+            &i.frames_emitted,
+            &i.frames_flagged,
+            &i.alarms_opened,
+            &i.alarms_closed,
+            &i.mqtt_reconnect_attempts,
+        ] {
+            counter.add(0, attrs);
+        }
+        for reason in RejectReason::ALL {
+            i.observations_rejected
+                .add(0, &self.attrs_with(key::REASON, reason.as_str()));
+        }
+        for reason in CheckpointFailure::ALL {
+            i.checkpoint_failures
+                .add(0, &self.attrs_with(key::REASON, reason.as_str()));
+        }
+        for cause in GapCause::ALL {
+            i.coverage_gap_duration
+                .add(0.0, &self.attrs_with(key::CAUSE, cause.as_str()));
+        }
+    }
+
     pub(crate) fn attrs(&self) -> &[KeyValue; 2] {
         &self.slot.attrs
     }
@@ -128,6 +163,10 @@ impl MonitorTelemetry {
         self.slot.condition().clear_stall();
     }
 
+    pub(crate) fn set_no_data(&self, detail: Option<String>) {
+        self.slot.condition().set_no_data(detail);
+    }
+
     pub(crate) fn exit(&self, exit: &ExitReason) {
         self.slot.condition().exit(exit);
     }
@@ -142,6 +181,12 @@ impl MonitorTelemetry {
 
     pub(crate) fn set_snapshot_saved_at(&self, saved_at: DateTime<Utc>) {
         self.slot.figures().snapshot_saved_at = Some(saved_at);
+    }
+
+    /// Each required reading and when its newest accepted observation was
+    /// received; the `radar.reading.age` gauge counts from these.
+    pub fn set_last_accepted(&self, last_accepted: Vec<(String, Option<DateTime<Utc>>)>) {
+        self.slot.figures().last_accepted = last_accepted;
     }
 
     pub(crate) fn set_recovery(&self, recovery: Recovery) {

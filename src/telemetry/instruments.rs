@@ -201,6 +201,18 @@ impl Instruments {
                     o.observe(age.as_secs_f64(), &v.attrs)
                 }
             }),
+            f64_gauge(meter, board, Metric::ReadingAge, |v, o| {
+                for (reading, age) in &v.reading_ages {
+                    if let Some(age) = age {
+                        let attrs = [
+                            v.attrs[0].clone(),
+                            v.attrs[1].clone(),
+                            KeyValue::new(key::READING, reading.clone()),
+                        ];
+                        o.observe(age.as_secs_f64(), &attrs);
+                    }
+                }
+            }),
             f64_gauge(meter, board, Metric::RecoveryPossibleGap, |v, o| {
                 if let Some(gap) = v.recovery.as_ref().and_then(|r| r.possible_gap) {
                     o.observe(gap.as_secs_f64(), &v.attrs)

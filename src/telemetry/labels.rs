@@ -14,6 +14,8 @@ pub mod key {
     pub const STATE: &str = "state";
     pub const OPERATION: &str = "operation";
     pub const TRIGGER: &str = "trigger";
+    /// A required reading's name from the monitor config: bounded by it.
+    pub const READING: &str = "reading";
 }
 
 /// Declares a closed label enum with its stable label strings and `ALL`.

@@ -23,6 +23,7 @@ pub enum Metric {
     CheckpointDuration,
     CheckpointSize,
     SnapshotAge,
+    ReadingAge,
     OwnershipHeld,
     Quarantined,
     MonitorState,
@@ -48,7 +49,7 @@ pub enum Kind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 27] = [
+    pub const ALL: [Metric; 28] = [
         Self::ObservationsReceived,
         Self::ObservationsAccepted,
         Self::ObservationsRejected,
@@ -65,6 +66,7 @@ impl Metric {
         Self::CheckpointDuration,
         Self::CheckpointSize,
         Self::SnapshotAge,
+        Self::ReadingAge,
         Self::OwnershipHeld,
         Self::Quarantined,
         Self::MonitorState,
@@ -97,6 +99,7 @@ impl Metric {
             Self::CheckpointDuration => "radar.checkpoint.duration",
             Self::CheckpointSize => "radar.checkpoint.size",
             Self::SnapshotAge => "radar.snapshot.age",
+            Self::ReadingAge => "radar.reading.age",
             Self::OwnershipHeld => "radar.ownership.held",
             Self::Quarantined => "radar.quarantined",
             Self::MonitorState => "radar.monitor.state",
@@ -136,6 +139,7 @@ impl Metric {
             Self::ModelOperationDuration
             | Self::CheckpointDuration
             | Self::SnapshotAge
+            | Self::ReadingAge
             | Self::CoverageGapDuration
             | Self::RecoveryPossibleGap => "s",
             Self::CheckpointSize => "By",
@@ -163,6 +167,7 @@ impl Metric {
             Self::IngressQueueDepth
             | Self::IngressQueueCapacity
             | Self::SnapshotAge
+            | Self::ReadingAge
             | Self::OwnershipHeld
             | Self::Quarantined
             | Self::MonitorState
@@ -192,6 +197,9 @@ impl Metric {
             Self::CheckpointDuration => "Time from checkpoint start to commit",
             Self::CheckpointSize => "Size of each committed snapshot",
             Self::SnapshotAge => "Time since the save time of the last committed snapshot",
+            Self::ReadingAge => {
+                "Time since the newest accepted observation of each required reading was received"
+            }
             Self::OwnershipHeld => "1 while this worker holds the monitor's fencing token",
             Self::Quarantined => "1 once the monitor is quarantined",
             Self::MonitorState => "1 for the monitor's current state, 0 for the others",

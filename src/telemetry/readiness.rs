@@ -49,6 +49,9 @@ pub(crate) struct Figures {
     /// Save time of the last committed (or restored) snapshot.
     pub snapshot_saved_at: Option<DateTime<Utc>>,
     pub recovery: Option<Recovery>,
+    /// Each required reading and the receipt time of its newest accepted
+    /// observation (`None`: none yet).
+    pub last_accepted: Vec<(String, Option<DateTime<Utc>>)>,
 }
 
 /// One monitor's entry.
@@ -123,6 +126,14 @@ impl Slot {
                 .snapshot_saved_at
                 .map(|saved| (now - saved).to_std().unwrap_or(Duration::ZERO)),
             recovery: figures.recovery.clone(),
+            reading_ages: figures
+                .last_accepted
+                .iter()
+                .map(|(name, at)| {
+                    let age = at.map(|t| (now - t).to_std().unwrap_or(Duration::ZERO));
+                    (name.clone(), age)
+                })
+                .collect(),
             stale_rejected: self.stale_rejected.load(Ordering::Relaxed),
         }
     }
@@ -146,6 +157,8 @@ pub struct MonitorView {
     /// `None` before the first commit or restore.
     pub snapshot_age: Option<Duration>,
     pub recovery: Option<Recovery>,
+    /// Age of each required reading's newest accepted observation.
+    pub reading_ages: Vec<(String, Option<Duration>)>,
     /// Observations at or below a watermark since the monitor started.
     pub stale_rejected: u64,
 }

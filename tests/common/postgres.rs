@@ -105,6 +105,38 @@ impl PrivatePostgres {
         Ok(())
     }
 
+    /// Restarts the cluster with TLS on, serving `cert` and `key` (PEM).
+    /// With `tls_only`, TCP connections without TLS are refused, so a client
+    /// that connects proves it used TLS.
+    pub fn enable_ssl(&mut self, cert: &Path, key: &Path, tls_only: bool) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        self.stop_with(StopMode::Fast)?;
+        let data = self.data();
+        std::fs::copy(cert, data.join("server.crt")).context("copying the certificate")?;
+        std::fs::copy(key, data.join("server.key")).context("copying the key")?;
+        // PostgreSQL refuses a key others can read.
+        std::fs::set_permissions(
+            data.join("server.key"),
+            std::fs::Permissions::from_mode(0o600),
+        )?;
+        let mut conf = std::fs::read_to_string(data.join("postgresql.conf"))?;
+        conf.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+        std::fs::write(data.join("postgresql.conf"), conf)?;
+        if tls_only {
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
+            )?;
+        }
+        if as_root() {
+            run(Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&data))
+            .context("giving the TLS files to the postgres user")?;
+        }
+        self.restart()
+    }
+
     /// Stops the cluster at once, as a crash or a lost host would: every
     /// connection is cut and new ones are refused until [`Self::restart`].
     pub fn stop(&mut self) -> Result<()> {

@@ -93,6 +93,7 @@ fn pump(f: &Fixture) -> MonitorTelemetry {
 /// A known sequence of events touching every metric.
 fn record_a_known_history(m: &MonitorTelemetry) {
     let saved_at = Utc::now() - TimeDelta::seconds(120);
+    m.set_last_accepted(vec![("flow".to_string(), Some(saved_at))]);
     m.emit(SnapshotRestored {
         restored_processed: 5000,
         saved_at,

@@ -43,6 +43,8 @@ pub enum RunState {
     CheckpointStalled,
     /// A graph node failed uncertainly; the failure is being recorded.
     Quarantined,
+    /// Connected, but required readings delivered nothing for too long.
+    NoData,
 }
 
 impl RunState {
@@ -54,6 +56,7 @@ impl RunState {
             Self::Stalled => "stalled",
             Self::CheckpointStalled => "checkpoint_stalled",
             Self::Quarantined => "quarantined",
+            Self::NoData => "no_data",
         }
     }
 }
@@ -127,6 +130,8 @@ impl HealthActor {
             RunState::Stalled
         } else if model.suspended {
             RunState::CheckpointStalled
+        } else if link.connected && model.no_data.is_some() {
+            RunState::NoData
         } else if link.connected {
             RunState::Running
         } else if self.ever_connected {
@@ -163,6 +168,7 @@ impl HealthActor {
         let last_error = match state {
             RunState::Disconnected | RunState::Starting => link.last_error.clone(),
             RunState::Quarantined => model.quarantine.clone(),
+            RunState::NoData => model.no_data.clone(),
             _ => checkpoint.last_error.clone(),
         };
         HealthRecord {
@@ -198,6 +204,14 @@ impl HealthActor {
                     self.metrics.emit(events::MonitorStallCleared)
                 }
                 _ => {}
+            }
+            if state == RunState::NoData {
+                let detail = self.inputs.model.borrow().no_data.clone();
+                self.metrics.emit(events::NoDataChanged {
+                    detail: detail.as_deref(),
+                });
+            } else if previous == RunState::NoData {
+                self.metrics.emit(events::NoDataChanged { detail: None });
             }
         }
         let ingress = self.inputs.ingress.snapshot();

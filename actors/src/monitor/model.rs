@@ -17,8 +17,8 @@ use radar::{
     telemetry::{DetectorPhase, ModelOperation, MonitorTelemetry, RejectReason, events},
 };
 use radar::{
-    mqtt::RawMessage,
-    runtime::{CheckpointPolicy, MonitorCore, Step, Trigger},
+    mqtt::{ConnectionEvent, RawMessage},
+    runtime::{CheckpointPolicy, MonitorCore, Silence, SilenceChange, Step, Trigger},
     snapshot::{CheckpointKey, SealedSnapshot, SnapshotBinding, seal},
 };
 use tokio::sync::watch;
@@ -110,6 +110,8 @@ pub struct ModelActor {
     /// Restored and still waiting for the first new frame, which measures
     /// the possible coverage gap since the snapshot's save time.
     gap_pending_since: Option<chrono::DateTime<Utc>>,
+    /// Whether required readings went silent while connected (`no_data`).
+    silence: Silence,
     span: tracing::Span,
 }
 
@@ -132,6 +134,7 @@ impl ModelActor {
     pub fn new(setup: ModelSetup) -> Self {
         let coverage = Arc::new(setup.core.coverage().clone());
         let recovery = Arc::new(setup.core.recovery().clone());
+        let silence_watch = Silence::new(setup.core.config());
         let mut actor = Self {
             coverage,
             recovery,
@@ -148,6 +151,7 @@ impl ModelActor {
             finished: false,
             halted: false,
             gap_pending_since: None,
+            silence: silence_watch,
             metrics: setup.metrics,
             tally: Tally::default(),
             span: setup.span,
@@ -170,7 +174,36 @@ impl ModelActor {
             0,
             Arc::new(core.coverage().clone()),
             Arc::new(core.recovery().clone()),
+            None,
         )
+    }
+
+    /// Records a silence change in the coverage history (a checkpoint trigger).
+    fn silence_changed(&mut self, change: Option<SilenceChange>) {
+        if let Some(change) = change
+            && self.core.record_silence(&change)
+        {
+            self.policy.request(Trigger::CoverageChange, Instant::now());
+        }
+    }
+
+    /// The `no_data` detail: which required readings are silent, how long.
+    fn no_data(&self) -> Option<String> {
+        if !self.silence.is_silent() {
+            return None;
+        }
+        let now = Utc::now();
+        let silent: Vec<String> = self
+            .silence
+            .silent_readings(now)
+            .iter()
+            .map(|(name, quiet)| format!("{name} ({} s)", quiet.num_seconds()))
+            .collect();
+        Some(format!(
+            "no data from required readings: {}; longer than alignment.silence_ms {} ms",
+            silent.join(", "),
+            self.core.config().alignment.silence().num_milliseconds()
+        ))
     }
 
     fn publish(&mut self) {
@@ -191,7 +224,9 @@ impl ModelActor {
             self.consumed,
             self.coverage.clone(),
             self.recovery.clone(),
+            self.no_data(),
         );
+        self.metrics.set_last_accepted(self.silence.last_accepted());
         self.view.send_replace(view);
     }
 
@@ -347,6 +382,8 @@ impl ModelActor {
                 self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         }
+        let change = self.silence.check(wall);
+        self.silence_changed(change);
         self.checkpoint_if_due();
         self.publish();
     }
@@ -372,7 +409,17 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
             self.consumed += 1;
             let now = message.processing_time(Instant::now());
             let parsed = message.observation(self.max_payload_bytes);
+            let reading = parsed.as_ref().ok().map(|o| (o.reading, o.received_at));
             let step = self.core.ingest(parsed, now);
+            if step.rejected.is_none()
+                && let Some((reading, received_at)) = reading
+            {
+                self.silence.accepted(reading, received_at);
+            }
+            if step.frame.is_some() {
+                let change = self.silence.frame(now);
+                self.silence_changed(change);
+            }
             self.record(&step);
             self.after_step(step);
         }
@@ -473,7 +520,17 @@ impl Handler<Connection> for ModelActor {
         if self.halted {
             return;
         }
-        if self.core.record_connection(&msg.event) {
+        let mut changed = self.core.record_connection(&msg.event);
+        match &msg.event {
+            ConnectionEvent::Connected { at, .. } => self.silence.connected(*at),
+            ConnectionEvent::Disconnected { at, .. } => {
+                if let Some(change) = self.silence.disconnected(*at) {
+                    changed |= self.core.record_silence(&change);
+                }
+            }
+            _ => {}
+        }
+        if changed {
             self.policy.request(Trigger::CoverageChange, Instant::now());
             self.checkpoint_if_due();
         }
@@ -531,8 +588,10 @@ fn view_of(
     consumed: u64,
     coverage: Arc<radar::coverage::CoverageHistory>,
     recovery: Arc<radar::snapshot::RecoveryMetadata>,
+    no_data: Option<String>,
 ) -> ModelView {
     ModelView {
+        no_data,
         phase: core.phase(),
         processed: core.processed(),
         buffered: core.detector().map_or((0, 0), |d| d.buffered_frames()),

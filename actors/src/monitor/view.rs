@@ -20,6 +20,8 @@ pub struct ModelView {
     pub suspended: bool,
     /// A graph node failed uncertainly: what failed. Terminal.
     pub quarantine: Option<String>,
+    /// Connected, but required readings are silent: which, for how long.
+    pub no_data: Option<String>,
     pub coverage: Arc<CoverageHistory>,
     pub recovery: Arc<RecoveryMetadata>,
 }

@@ -100,10 +100,18 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
     let worker_id = settings.worker_id();
     let (secret, source) = settings.checkpoint_key()?;
     let key = Arc::new(CheckpointKey::new(secret.expose().to_vec()));
+    // Every monitor's client uses this login: refuse a bad one before any starts.
+    let mqtt_login = settings
+        .mqtt_credentials()
+        .context("reading the MQTT credentials")?;
     tracing::info!(
         worker_id = %worker_id,
         env = ?settings.env,
         key_source = %source,
+        database = %settings.database_url,
+        database_url_file = ?settings.database_url_file,
+        mqtt_username = ?mqtt_login.as_ref().map(|l| l.username.as_str()),
+        mqtt_password_source = ?mqtt_login.as_ref().and_then(|l| l.password_source.as_deref()),
         key_id = %key.key_id(),
         shard = %settings.shard,
         db_writes = settings.db_write_enabled,

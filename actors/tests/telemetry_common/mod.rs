@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub mod certs;
 #[path = "../../../tests/common/mod.rs"]
 pub mod common;
 
@@ -66,11 +67,21 @@ pub struct Broker {
 
 impl Broker {
     pub fn start() -> Self {
+        Self::start_with("allow_anonymous true\n")
+    }
+
+    /// Starts Mosquitto with `listener_options` (e.g. a password file or a
+    /// TLS certificate) written right after its `listener` line. Files it
+    /// names must be readable by the `mosquitto` user it drops to.
+    pub fn start_with(listener_options: &str) -> Self {
         let dir = tempfile::tempdir().expect("broker dir");
         let port = free_port();
         fs::write(
             dir.path().join("mosquitto.conf"),
-            format!("listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 10000\n"),
+            format!(
+                "listener {port} 127.0.0.1\n{listener_options}\nmax_queued_messages 10000\n\
+                 log_dest stderr\n"
+            ),
         )
         .expect("broker config");
         let mut broker = Self {
@@ -120,6 +131,11 @@ impl Broker {
 
     pub fn url(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)
+    }
+
+    /// The broker's log, for failure messages.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("mosquitto.log")).unwrap_or_default()
     }
 
     /// Publishes one QoS 1 message and waits for `mosquitto_pub` to finish.
@@ -279,6 +295,7 @@ impl Drop for Worker {
     }
 }
 
+#[allow(unused_imports)]
 pub use common::{http_get, sample};
 
 /// Runs `promtool check metrics` on an exposition; panics with its output

@@ -25,6 +25,7 @@ fn policy() -> AlignmentPolicy {
         max_age_ms: 30_000,
         future_tolerance_ms: 2_000,
         max_skew_ms: 1_000,
+        silence_ms: None,
     }
 }
 
@@ -355,6 +356,7 @@ fn absurd_policy_values_saturate_instead_of_panicking() {
         max_age_ms: u64::MAX,
         future_tolerance_ms: u64::MAX,
         max_skew_ms: u64::MAX,
+        silence_ms: None,
     };
     let mut aligner = Aligner::new(huge, &readings()).unwrap();
     let far = DateTime::<Utc>::MAX_UTC;
@@ -406,6 +408,7 @@ fn policies() -> impl Strategy<Value = AlignmentPolicy> {
             max_age_ms,
             future_tolerance_ms,
             max_skew_ms,
+            silence_ms: None,
         },
     )
 }

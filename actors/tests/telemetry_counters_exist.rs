@@ -1,0 +1,57 @@
+//! Every counter of an admitted monitor exists from admission with value 0,
+//! so an alert on `rate(radar_frames_emitted_total[5m]) == 0` can fire for
+//! a monitor that never formed a frame, and every rejection reason and gap
+//! cause reads 0 instead of being absent.
+
+mod telemetry_common;
+
+use std::time::Duration;
+
+use telemetry_common::{Broker, Worker, common, create_monitor, sample, wait_for};
+
+#[tokio::test]
+async fn a_monitor_that_received_nothing_shows_every_counter_at_zero() {
+    let db = common::migrated_database("telemetry_counters_exist").await;
+    let dir = tempfile::tempdir().unwrap();
+    let topic = format!("{}/a", common::unique_name("zeroes"));
+    let id = create_monitor(&db, dir.path(), "zeroes", &topic);
+    let broker = Broker::start();
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
+    let me = [("monitor_id", id.as_str())];
+    let text = wait_for(Duration::from_secs(30), "the monitor is connected", || {
+        let text = worker.metrics();
+        (sample(&text, "radar_mqtt_connected", &me) == Some(1.0)).then_some(text)
+    });
+    for name in [
+        "radar_observations_received_total",
+        "radar_observations_accepted_total",
+        "radar_frames_emitted_total",
+        "radar_frames_flagged_total",
+        "radar_alarms_opened_total",
+        "radar_alarms_closed_total",
+    ] {
+        assert_eq!(sample(&text, name, &me), Some(0.0), "{name}:\n{text}");
+    }
+    for reason in ["not_json", "stale", "too_old", "too_large", "unknown_topic"] {
+        assert_eq!(
+            sample(
+                &text,
+                "radar_observations_rejected_total",
+                &[("monitor_id", &id), ("reason", reason)]
+            ),
+            Some(0.0),
+            "rejected {reason}:\n{text}"
+        );
+    }
+    for reason in ["database", "timeout"] {
+        assert_eq!(
+            sample(
+                &text,
+                "radar_checkpoint_failures_total",
+                &[("monitor_id", &id), ("reason", reason)]
+            ),
+            Some(0.0),
+            "checkpoint failures {reason}:\n{text}"
+        );
+    }
+}
