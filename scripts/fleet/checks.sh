@@ -125,6 +125,17 @@ check_update() {
               FROM writes w JOIN successor s USING (service_id)
               WHERE w.at > s.first_commit
                 AND w.writer IN (SELECT worker FROM fleet_generation WHERE name = 'before-update')")
+  # The check has something to see: the old and new task of a slot overlap,
+  # and the old one kept writing until its successor's first commit.
+  why "$(sql "WITH successor AS (
+                SELECT service_id, min(at) AS first_commit FROM fleet_write_audit
+                WHERE tbl = 'checkpoint' AND writer IN (SELECT worker FROM fleet_generation WHERE name = 'after-update')
+                GROUP BY service_id)
+              SELECT count(*) || ' writes by superseded tasks in the 10 s before their successor''s first commit, '
+                     || count(*) FILTER (WHERE a.tbl = 'status') || ' of them heartbeats'
+              FROM fleet_write_audit a JOIN successor s USING (service_id)
+              WHERE a.writer IN (SELECT worker FROM fleet_generation WHERE name = 'before-update')
+                AND a.at BETWEEN s.first_commit - interval '10 seconds' AND s.first_commit")"
   if [[ -n "$late" ]]; then
     why "writes by superseded tasks after their successor's first commit:"
     while read -r line; do why "$line"; done <<<"$late"
