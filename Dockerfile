@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # radar's container image: one static set of files, the `radar` binary.
 #
 #   docker build -t radar:0.1.0 .
@@ -23,8 +21,13 @@ FROM ${RUST_IMAGE} AS builder
 WORKDIR /src
 # Only what the build reads: manifests, build script, sources, migrations
 # (embedded by the migration macro at compile time). See .dockerignore.
+# Cargo loads every workspace member's manifest and targets even to build
+# one package, so the test tools (chaos, bench) come along; they are not
+# compiled.
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY actors/Cargo.toml actors/Cargo.toml
+COPY chaos chaos
+COPY bench bench
 COPY src src
 COPY actors/src actors/src
 COPY migrations migrations
@@ -70,10 +73,12 @@ EXPOSE 9464
 
 # /healthz answers while the process is alive; readiness (/readyz) is left to
 # the orchestrator's traffic decisions, because a worker whose broker is down
-# must keep running and reconnecting rather than be restarted. The port is
-# taken from RADAR_METRICS_ADDR so an override keeps the check working.
+# must keep running and reconnecting rather than be restarted. The address is
+# taken from RADAR_METRICS_ADDR (a wildcard host becomes 127.0.0.1) so an
+# override, e.g. one loopback address per task on a host network, keeps the
+# check working.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
-    CMD ["/bin/sh", "-c", "curl -fsS -o /dev/null \"http://127.0.0.1:${RADAR_METRICS_ADDR##*:}/healthz\""]
+    CMD ["/bin/sh", "-c", "h=${RADAR_METRICS_ADDR%:*}; [ \"$h\" = 0.0.0.0 ] && h=127.0.0.1; curl -fsS -o /dev/null \"http://$h:${RADAR_METRICS_ADDR##*:}/healthz\""]
 
 # No ENTRYPOINT and no init: radar runs as PID 1, handles SIGTERM itself
 # (final snapshots, then exit 0) and starts no child processes to reap.

@@ -37,13 +37,28 @@ fn strings(value: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// The value of a `${NAME:-default}` or `${NAME:?message}` reference as
+/// `docker stack deploy` resolves it when NAME is unset (None for `:?`).
+fn unset_default(value: &str) -> Option<&str> {
+    let inner = value.strip_prefix("${")?.strip_suffix('}')?;
+    inner.split_once(":-").map(|(_, default)| default)
+}
+
 #[test]
-fn workers_derive_their_shard_from_the_task_slot_over_the_replica_count() {
+fn workers_derive_their_shard_from_the_task_slot_over_the_one_worker_count() {
     let stack = stack();
     let worker = service(&stack, "radar-worker");
-    let replicas = worker["deploy"]["replicas"].as_u64().expect("replicas");
+    // One variable sets both the replica count and every shard's N, and it
+    // has no default that a forgotten export could silently fall back to.
+    let workers = "${WORKERS:?set WORKERS to the number of worker tasks}";
+    assert_eq!(text(&worker["deploy"]["replicas"]), workers);
     let shard = text(&worker["environment"]["RADAR_SHARD"]);
-    assert_eq!(shard, format!("{{{{.Task.Slot}}}}/{replicas}"));
+    assert_eq!(shard, format!("{{{{.Task.Slot}}}}/{workers}"));
+    assert_eq!(
+        STACK.matches("WORKERS:").count(),
+        2,
+        "WORKERS is read exactly twice"
+    );
     assert_eq!(strings(&worker["command"]), ["radar", "worker"]);
 }
 
@@ -74,6 +89,7 @@ fn workers_run_in_production_with_the_checkpoint_key_as_a_swarm_secret() {
     );
     // The database URL is a secret too, exported by the entrypoint wrapper.
     assert!(secrets.contains(&"radar_database_url"));
+    assert!(secrets.contains(&"radar_mqtt_password"));
     let entrypoint = strings(&worker["entrypoint"]).join(" ");
     assert!(entrypoint.contains("/run/secrets/radar_database_url") && entrypoint.contains("exec"));
 }
@@ -99,12 +115,13 @@ fn the_metrics_port_is_open_to_the_collector_which_scrapes_it() {
     let stack = stack();
     let worker = service(&stack, "radar-worker");
     let addr = text(&worker["environment"]["RADAR_METRICS_ADDR"]);
-    assert_eq!(addr, "0.0.0.0:9464");
+    assert_eq!(unset_default(addr), Some("0.0.0.0:9464"));
+    let health = strings(&worker["healthcheck"]["test"]).join(" ");
     assert!(
-        strings(&worker["healthcheck"]["test"])
-            .join(" ")
-            .contains(":9464/healthz")
+        health.contains("$${RADAR_METRICS_ADDR##*:}/healthz"),
+        "{health}"
     );
+    assert_eq!(text(&worker["deploy"]["endpoint_mode"]), "dnsrr");
     let collector = service(&stack, "otel-collector");
     assert!(!text(&collector["image"]).ends_with(":latest"));
     let config = &collector["configs"][0];
@@ -113,8 +130,14 @@ fn the_metrics_port_is_open_to_the_collector_which_scrapes_it() {
         text(&stack["configs"][source]["file"]),
         "../config/otel-collector.yaml"
     );
-    assert!(COLLECTOR.contains("radar-worker:9464"));
-    let networks = |s: &Value| strings(&s["networks"]).join(",");
+    // Every task by its own address (DNS round robin): no virtual IP.
+    assert!(COLLECTOR.contains("names: [tasks.radar-worker]"));
+    let networks = |s: &Value| {
+        strings(&s["networks"])
+            .into_iter()
+            .map(|n| unset_default(n).unwrap_or(n).to_string())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(networks(worker), networks(collector));
 }
 
