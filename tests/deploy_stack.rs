@@ -87,11 +87,23 @@ fn workers_run_in_production_with_the_checkpoint_key_as_a_swarm_secret() {
         Some(true),
         "the secret is created outside the stack file"
     );
-    // The database URL is a secret too, exported by the entrypoint wrapper.
+    // The database URL and the broker password are secrets too, read by
+    // radar from their files: no wrapper, no value in the service definition.
     assert!(secrets.contains(&"radar_database_url"));
     assert!(secrets.contains(&"radar_mqtt_password"));
-    let entrypoint = strings(&worker["entrypoint"]).join(" ");
-    assert!(entrypoint.contains("/run/secrets/radar_database_url") && entrypoint.contains("exec"));
+    assert_eq!(
+        text(&worker["environment"]["RADAR_DATABASE_URL_FILE"]),
+        "/run/secrets/radar_database_url"
+    );
+    assert_eq!(
+        text(&worker["environment"]["RADAR_MQTT_PASSWORD_FILE"]),
+        "/run/secrets/radar_mqtt_password"
+    );
+    assert!(
+        worker["entrypoint"].is_null(),
+        "the image's entrypoint runs radar itself"
+    );
+    assert!(worker["environment"]["DATABASE_URL"].is_null());
 }
 
 #[test]
