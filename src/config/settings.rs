@@ -261,6 +261,13 @@ pub enum ConfigError {
     Credential(#[from] CredentialError),
 }
 
+/// Test-only variables that change how a worker behaves (its reconnect
+/// schedule, how often it looks for monitors): refused in production.
+pub const WORKER_TEST_VARIABLES: [&str; 2] = [
+    "RADAR_TEST_MQTT_BACKOFF_MS",
+    "RADAR_TEST_SUPERVISOR_POLL_MS",
+];
+
 /// The process environment as seen by [`Settings::load`]; tests pass their own.
 pub type EnvVars = Vec<(String, String)>;
 
@@ -337,11 +344,13 @@ impl Settings {
         settings.validate()?;
         if settings.env == Environment::Production {
             // The worker reads these itself; production must never run
-            // with a test schedule, so it refuses to start instead.
+            // with a test schedule, so it refuses to start instead. Other
+            // RADAR_TEST_* variables (a test database, the SKAB data) steer
+            // only test harnesses and may be inherited from them.
             let names: Vec<&str> = radar_vars
                 .iter()
                 .map(|(k, _)| k.as_str())
-                .filter(|k| k.starts_with("RADAR_TEST_"))
+                .filter(|k| WORKER_TEST_VARIABLES.contains(k))
                 .collect();
             if !names.is_empty() {
                 return Err(ConfigError::TestVariablesInProduction {
@@ -692,6 +701,20 @@ mod tests {
             "{err}"
         );
         assert!(Settings::load(&vars(&[test_var]), no_flags()).is_ok());
+    }
+
+    #[test]
+    fn production_accepts_test_variables_that_steer_only_test_harnesses() {
+        // Inherited from a test run; they change nothing a worker does.
+        let loaded = Settings::load(
+            &vars(&[
+                ("RADAR_ENV", "production"),
+                ("RADAR_TEST_SKAB_DIR", "/data/skab"),
+                ("RADAR_TEST_DATABASE_URL", "postgres://127.0.0.1"),
+            ]),
+            no_flags(),
+        );
+        assert!(loaded.is_ok(), "{:?}", loaded.err());
     }
 
     #[test]

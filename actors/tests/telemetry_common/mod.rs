@@ -231,6 +231,10 @@ impl Worker {
         for (k, v) in extra {
             command.env(k, v);
         }
+        if extra.contains(&("RADAR_ENV", "production")) {
+            // Production refuses the test reconnect schedule.
+            command.env_remove("RADAR_TEST_MQTT_BACKOFF_MS");
+        }
         let child = command.spawn().expect("spawn radar worker");
         let mut worker = Self {
             child,
