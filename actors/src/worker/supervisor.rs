@@ -44,6 +44,22 @@ const RESTART_BACKOFF: Backoff = Backoff {
     max: Duration::from_secs(300),
 };
 
+/// A monitor that ran this long since its last start had recovered: its
+/// next failure waits the first restart delay again. Without this, every
+/// failure a long-lived worker ever saw (one per database outage, say)
+/// would lengthen the next wait, up to the five-minute cap.
+const RECOVERED_AFTER: Duration = Duration::from_secs(60);
+
+/// The number of the failure that just ended a run that lasted `ran_for`,
+/// `previous` being the failures counted before it.
+fn failure_number(previous: u32, ran_for: Duration) -> u32 {
+    if ran_for >= RECOVERED_AFTER {
+        1
+    } else {
+        previous.saturating_add(1)
+    }
+}
+
 /// How the worker as a whole ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkerOutcome {
@@ -104,6 +120,7 @@ struct Exited {
 struct Running {
     addr: Addr<MonitorActor>,
     name: String,
+    started: Instant,
 }
 
 pub struct Supervisor {
@@ -261,7 +278,14 @@ impl Supervisor {
         let metrics = self.worker.telemetry.monitor(id, &name);
         let actor = MonitorActor::new(self.worker.clone(), row, metrics, ctx.address().recipient());
         let addr = actor.start();
-        self.running.insert(id, Running { addr, name });
+        self.running.insert(
+            id,
+            Running {
+                addr,
+                name,
+                started: Instant::now(),
+            },
+        );
     }
 
     fn end(&mut self, outcome: WorkerOutcome) {
@@ -294,12 +318,13 @@ impl Handler<MonitorExited> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: MonitorExited, _: &mut Self::Context) {
-        let name = self
+        let (name, ran_for) = self
             .running
             .remove(&msg.id)
-            .map(|r| r.name)
+            .map(|r| (r.name, r.started.elapsed()))
             .unwrap_or_default();
-        let attempts = self.exited.get(&msg.id).map_or(0, |e| e.attempts) + 1;
+        let previous = self.exited.get(&msg.id).map_or(0, |e| e.attempts);
+        let attempts = failure_number(previous, ran_for);
         let retry_at = match msg.reason.restart() {
             Restart::AfterBackoff if !self.shutting_down => {
                 let delay = RESTART_BACKOFF.delay(attempts - 1);
@@ -348,5 +373,33 @@ impl Handler<WhenStopped> for Supervisor {
         self.waiters.push(tx);
         self.settle_if_stopped();
         Box::pin(async move { rx.await.unwrap_or(WorkerOutcome::StopTimedOut) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_in_quick_succession_lengthen_the_wait() {
+        let mut attempts = 0;
+        for _ in 0..4 {
+            attempts = failure_number(attempts, Duration::from_secs(1));
+        }
+        assert_eq!(attempts, 4);
+        assert_eq!(RESTART_BACKOFF.delay(attempts - 1), Duration::from_secs(40));
+    }
+
+    #[test]
+    fn a_monitor_that_ran_long_enough_starts_its_backoff_over() {
+        let attempts = failure_number(6, RECOVERED_AFTER);
+        assert_eq!(attempts, 1);
+        assert_eq!(RESTART_BACKOFF.delay(attempts - 1), RESTART_BACKOFF.initial);
+        assert_eq!(failure_number(6, RECOVERED_AFTER - Duration::from_millis(1)), 7);
+    }
+
+    #[test]
+    fn the_count_saturates() {
+        assert_eq!(failure_number(u32::MAX, Duration::ZERO), u32::MAX);
     }
 }
