@@ -261,12 +261,33 @@ pub enum ConfigError {
     Credential(#[from] CredentialError),
 }
 
-/// Test-only variables that change how a worker behaves (its reconnect
-/// schedule, how often it looks for monitors): refused in production.
-pub const WORKER_TEST_VARIABLES: [&str; 2] = [
-    "RADAR_TEST_MQTT_BACKOFF_MS",
-    "RADAR_TEST_SUPERVISOR_POLL_MS",
+/// What a test-only variable steers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestScope {
+    /// How a worker behaves (its reconnect schedule, how often it looks
+    /// for monitors): refused in production.
+    Worker,
+    /// Only a test harness (a test database, the SKAB data); inherited by
+    /// every worker a test run starts, which ignores it.
+    Harness,
+}
+
+/// Every test-only variable. One not listed here is reported as unknown,
+/// like any other misspelt `RADAR_*` name.
+pub const TEST_VARIABLES: [(&str, TestScope); 5] = [
+    ("RADAR_TEST_MQTT_BACKOFF_MS", TestScope::Worker),
+    ("RADAR_TEST_SUPERVISOR_POLL_MS", TestScope::Worker),
+    ("RADAR_TEST_DATABASE_URL", TestScope::Harness),
+    ("RADAR_TEST_RUMQTTD_PORT", TestScope::Harness),
+    ("RADAR_TEST_SKAB_DIR", TestScope::Harness),
 ];
+
+fn test_scope(name: &str) -> Option<TestScope> {
+    TEST_VARIABLES
+        .iter()
+        .find(|(known, _)| *known == name)
+        .map(|(_, scope)| *scope)
+}
 
 /// The process environment as seen by [`Settings::load`]; tests pass their own.
 pub type EnvVars = Vec<(String, String)>;
@@ -344,13 +365,11 @@ impl Settings {
         settings.validate()?;
         if settings.env == Environment::Production {
             // The worker reads these itself; production must never run
-            // with a test schedule, so it refuses to start instead. Other
-            // RADAR_TEST_* variables (a test database, the SKAB data) steer
-            // only test harnesses and may be inherited from them.
+            // with a test schedule, so it refuses to start instead.
             let names: Vec<&str> = radar_vars
                 .iter()
                 .map(|(k, _)| k.as_str())
-                .filter(|k| WORKER_TEST_VARIABLES.contains(k))
+                .filter(|k| test_scope(k) == Some(TestScope::Worker))
                 .collect();
             if !names.is_empty() {
                 return Err(ConfigError::TestVariablesInProduction {
@@ -361,7 +380,7 @@ impl Settings {
         let unknown_variables = radar_vars
             .iter()
             .map(|(k, _)| k.clone())
-            .filter(|k| !k.starts_with("RADAR_TEST_"))
+            .filter(|k| test_scope(k).is_none())
             .filter(|k| !VARIABLES.iter().any(|(name, _)| name == k))
             .collect();
         Ok(Loaded {
@@ -715,6 +734,19 @@ mod tests {
             no_flags(),
         );
         assert!(loaded.is_ok(), "{:?}", loaded.err());
+    }
+
+    #[test]
+    fn a_misspelt_test_variable_is_reported_like_any_unknown_one() {
+        let loaded = Settings::load(
+            &vars(&[
+                ("RADAR_TEST_SKAB_DIR", "/data/skab"),
+                ("RADAR_TEST_MQTT_BACKOF_MS", "100,1000"),
+            ]),
+            no_flags(),
+        )
+        .expect("loads");
+        assert_eq!(loaded.unknown_variables, ["RADAR_TEST_MQTT_BACKOF_MS"]);
     }
 
     #[test]

@@ -458,19 +458,9 @@ impl CheckpointWriter {
                 let mut conn = checkout(&store.pool).await?;
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
-                        let signature: Option<Vec<u8>> = rows::table
-                            .find(self.service_id)
-                            .select(rows::signature)
-                            .for_update()
-                            .first(conn)
-                            .await
-                            .optional()?;
-                        let Some(held) = signature.filter(|s| accepted.contains(s)) else {
-                            return Err(TxError::Refused);
-                        };
-                        if self.graph_run && generation_failed(conn, self.service_id).await? {
-                            return Err(TxError::RunFailed);
-                        }
+                        let held =
+                            lock_held_signature(conn, self.service_id, &accepted, self.graph_run)
+                                .await?;
                         insert_results(conn, self.service_id, &held, batch).await?;
                         Ok(held)
                     })
@@ -525,19 +515,9 @@ impl CheckpointWriter {
                 let mut conn = checkout(&store.pool).await?;
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
-                        let signature: Option<Vec<u8>> = rows::table
-                            .find(self.service_id)
-                            .select(rows::signature)
-                            .for_update()
-                            .first(conn)
-                            .await
-                            .optional()?;
-                        let Some(held) = signature.filter(|s| accepted.contains(s)) else {
-                            return Err(TxError::Refused);
-                        };
-                        if self.graph_run && generation_failed(conn, self.service_id).await? {
-                            return Err(TxError::RunFailed);
-                        }
+                        let held =
+                            lock_held_signature(conn, self.service_id, &accepted, self.graph_run)
+                                .await?;
                         Ok(close_orphaned_alarms(conn, self.service_id, &held, keep_open).await?)
                     })
                     .await;
@@ -567,6 +547,31 @@ impl CheckpointWriter {
             ..self.lose(refused)
         }
     }
+}
+
+/// Locks the monitor's snapshot row and returns the signature it holds, if
+/// this writer accepts it and (for a graph run) the run is not recorded as
+/// failed: the check every write between checkpoints makes under the lock.
+async fn lock_held_signature(
+    conn: &mut diesel_async::AsyncPgConnection,
+    service_id: Uuid,
+    accepted: &[Vec<u8>],
+    graph_run: bool,
+) -> Result<Vec<u8>, TxError> {
+    let signature: Option<Vec<u8>> = rows::table
+        .find(service_id)
+        .select(rows::signature)
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?;
+    let Some(held) = signature.filter(|s| accepted.contains(s)) else {
+        return Err(TxError::Refused);
+    };
+    if graph_run && generation_failed(conn, service_id).await? {
+        return Err(TxError::RunFailed);
+    }
+    Ok(held)
 }
 
 /// Whether the monitor's graph run is recorded as failed. Called after the
