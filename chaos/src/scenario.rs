@@ -647,6 +647,11 @@ impl Chaos {
         let now = Instant::now();
         let url = replay::url(&self.db_url);
         match episode.stage {
+            // A worker that began retiring since the copy (the old side of
+            // a takeover, a frozen or stopping one) may still hold the
+            // copied signature: written back, the copy would make it the
+            // owner again and no start would ever refuse it as replayed.
+            Stage::Saved { .. } if !self.retiring.is_empty() => self.episode = None,
             Stage::Saved { replay_at } if now >= replay_at => {
                 match replay::replay(&url, episode.monitor).await {
                     Ok(true) => {

@@ -395,7 +395,10 @@ mod tests {
         let attempts = failure_number(6, RECOVERED_AFTER);
         assert_eq!(attempts, 1);
         assert_eq!(RESTART_BACKOFF.delay(attempts - 1), RESTART_BACKOFF.initial);
-        assert_eq!(failure_number(6, RECOVERED_AFTER - Duration::from_millis(1)), 7);
+        assert_eq!(
+            failure_number(6, RECOVERED_AFTER - Duration::from_millis(1)),
+            7
+        );
     }
 
     #[test]

@@ -63,12 +63,19 @@ pub fn every_replay_reported(obs: &Observations) -> Verdict {
     let within =
         chrono::Duration::from_std(REPLAY_REPORTED_WITHIN).unwrap_or(chrono::Duration::MAX);
     for r in &obs.replays {
-        v.expect(r.reported_at.is_some_and(|t| t - r.at <= within), || {
-            format!(
+        v.expect(r.reported_at.is_some_and(|t| t - r.at <= within), || match r.reported_at {
+            Some(t) => format!(
+                "monitor {}: an older signed row written back at {} was reported as replayed only at {} ({:.1} s later)",
+                r.monitor,
+                ms(r.at),
+                ms(t),
+                (t - r.at).num_milliseconds() as f64 / 1000.0
+            ),
+            None => format!(
                 "monitor {}: an older signed row written back at {} was never reported as replayed in its status",
                 r.monitor,
                 ms(r.at)
-            )
+            ),
         });
     }
     v.vacuous_fails("replayed rows")

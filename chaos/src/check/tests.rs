@@ -556,6 +556,14 @@ fn a_replay_never_reported_fails() {
 }
 
 #[test]
+fn a_replay_reported_late_fails_with_its_delay() {
+    let mut run = healthy();
+    let at = run.obs.replays[0].at;
+    run.obs.replays[0].reported_at = Some(at + chrono::Duration::seconds(121));
+    assert_fails(&run.obs, "(k)", "(121.0 s later)");
+}
+
+#[test]
 fn the_drivers_own_replay_writes_are_not_a_workers_chain() {
     let mut run = healthy();
     let held = run.row.clone();
