@@ -651,7 +651,8 @@ impl Chaos {
             // a takeover, a frozen or stopping one) may still hold the
             // copied signature: written back, the copy would make it the
             // owner again and no start would ever refuse it as replayed.
-            Stage::Saved { .. } if !self.retiring.is_empty() => self.episode = None,
+            // Wait until it has exited.
+            Stage::Saved { .. } if !self.retiring.is_empty() => {}
             Stage::Saved { replay_at } if now >= replay_at => {
                 match replay::replay(&url, episode.monitor).await {
                     Ok(true) => {
@@ -670,8 +671,16 @@ impl Chaos {
                             ..episode
                         });
                     }
-                    // The row never moved on: nothing to replay.
-                    Ok(false) => self.episode = None,
+                    // The row has not moved on since the copy yet: a
+                    // replay needs a newer row to overwrite.
+                    Ok(false) => {
+                        self.episode = Some(Episode {
+                            stage: Stage::Saved {
+                                replay_at: now + Duration::from_secs(2),
+                            },
+                            ..episode
+                        });
+                    }
                     Err(_) => {}
                 }
             }
@@ -771,12 +780,15 @@ impl Chaos {
         }
         self.link_up()?;
         self.database_up().await?;
-        // A copy not written back yet stays unused; one written back is
-        // seen through to its report and repair by `settle` below.
+        // A copy not written back yet stays unused if the run already
+        // replayed a row; otherwise (k) would have nothing to check, so it
+        // is written back now. A row written back is seen through to its
+        // report and repair by `settle` below.
         if let Some(Episode {
             stage: Stage::Saved { .. },
             ..
         }) = self.episode
+            && !self.replays.is_empty()
         {
             self.episode = None;
         }
