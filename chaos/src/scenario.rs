@@ -323,13 +323,9 @@ impl Chaos {
                 Fault::PgRestart | Fault::PgPause | Fault::ClockOffset => {
                     self.database == Database::Up
                 }
-                // One at a time, with no stale writer around that still
-                // holds the copied signature.
-                Fault::Replay => {
-                    self.database == Database::Up
-                        && self.episode.is_none()
-                        && self.retiring.is_empty()
-                }
+                // One at a time; the copy is written back only once no
+                // stale writer is left that may hold its signature.
+                Fault::Replay => self.database == Database::Up && self.episode.is_none(),
             })
             .collect();
         if applicable.is_empty() {
@@ -437,20 +433,7 @@ impl Chaos {
                     }
                 }
             }
-            Fault::Replay => {
-                let ids: Vec<(Uuid, u32)> = self.monitors.iter().map(|(m, s)| (*m, *s)).collect();
-                let (monitor, shard) = ids[self.rng.below(ids.len() as u64) as usize];
-                let url = replay::url(&self.db_url);
-                if replay::save(&url, monitor).await.is_ok() {
-                    self.episode = Some(Episode {
-                        monitor,
-                        shard,
-                        stage: Stage::Saved {
-                            replay_at: now + self.rng.ms(3000, 8000),
-                        },
-                    });
-                }
-            }
+            Fault::Replay => self.save_for_replay(now).await,
             Fault::ClockOffset => {
                 let shard = self.rng.below(u64::from(self.env.shards)) as u32 + 1;
                 let seconds = 30 + self.rng.below(90);
@@ -638,6 +621,25 @@ impl Chaos {
         Ok(())
     }
 
+    /// Copies one monitor's row, to be written back a few seconds later.
+    async fn save_for_replay(&mut self, now: Instant) {
+        let ids: Vec<(Uuid, u32)> = self.monitors.iter().map(|(m, s)| (*m, *s)).collect();
+        if ids.is_empty() {
+            return;
+        }
+        let (monitor, shard) = ids[self.rng.below(ids.len() as u64) as usize];
+        let url = replay::url(&self.db_url);
+        if replay::save(&url, monitor).await.is_ok() {
+            self.episode = Some(Episode {
+                monitor,
+                shard,
+                stage: Stage::Saved {
+                    replay_at: now + self.rng.ms(3000, 8000),
+                },
+            });
+        }
+    }
+
     /// Moves the replay in progress on; a database error leaves it for the
     /// next tick.
     async fn advance_replay(&mut self) {
@@ -781,14 +783,14 @@ impl Chaos {
         self.link_up()?;
         self.database_up().await?;
         // A copy not written back yet stays unused if the run already
-        // replayed a row; otherwise (k) would have nothing to check, so it
-        // is written back now. A row written back is seen through to its
-        // report and repair by `settle` below.
-        if let Some(Episode {
-            stage: Stage::Saved { .. },
-            ..
-        }) = self.episode
-            && !self.replays.is_empty()
+        // replayed a row; otherwise (k) would have nothing to check, so a
+        // replay is carried out now. A row written back is seen through to
+        // its report and repair by `settle` below.
+        if !self.replays.is_empty()
+            && let Some(Episode {
+                stage: Stage::Saved { .. },
+                ..
+            }) = self.episode
         {
             self.episode = None;
         }
@@ -811,6 +813,9 @@ impl Chaos {
                 if slot.current.is_none() {
                     slot.respawn_at = Some(now);
                 }
+            }
+            if self.replays.is_empty() && self.episode.is_none() {
+                self.save_for_replay(now).await;
             }
             self.settle().await?;
             if let Ok(rows) = observe::snapshot_rows(&self.db_url).await {
@@ -835,7 +840,13 @@ impl Chaos {
             if retired && resumed.values().all(|ok| *ok) {
                 break;
             }
-            if started.elapsed() > deadline {
+            // A replay in progress gets its own report wait on top.
+            let limit = if self.episode.is_some() {
+                deadline + REPORT_WAIT
+            } else {
+                deadline
+            };
+            if started.elapsed() > limit {
                 eprintln!("[radar-chaos] healing: not every monitor resumed within {deadline:?}");
                 break;
             }
