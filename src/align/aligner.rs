@@ -2,10 +2,14 @@
 //! and combines the required readings into frames.
 //!
 //! Admission checks run in a fixed order so each discarded observation has
-//! exactly one reason: unknown reading, stale (watermark), future, too old,
-//! then skew against the partial frame. `Stale` comes before the time checks
-//! on purpose: a retained message re-delivered after a reconnect is a
-//! replay first, whatever its age.
+//! exactly one reason: unknown reading, too old, stale (watermark), future,
+//! then skew against the partial frame. `TooOld` comes before the watermark
+//! on purpose: a source time older than the maximum age could never be used,
+//! whether or not it was seen before, and naming it `too_old` points the
+//! operator at the sensor's clock or unit (a timestamp of 0, a day-old
+//! reading) instead of hiding it among replays. A re-delivered message
+//! within the maximum age is still `stale`, so the watermark keeps replays
+//! from advancing a restored detector either way.
 //!
 //! Two clocks meet here. Source timestamps (`Observation::ts`) come from the
 //! sensors; `received_at` and `now` are this worker's clock, where `now` is
@@ -139,14 +143,14 @@ impl Aligner {
         let Some(position) = self.slots.get(reading).map(|slot| slot.position) else {
             return self.reject(AlignRejection::UnknownReading);
         };
+        if now - obs.ts > self.policy.max_age() {
+            return self.reject(AlignRejection::TooOld);
+        }
         if self.watermarks.is_stale(&self.slots[reading].name, obs.ts) {
             return self.reject(AlignRejection::Stale);
         }
         if obs.ts - obs.received_at > self.policy.future_tolerance() {
             return self.reject(AlignRejection::Future);
-        }
-        if now - obs.ts > self.policy.max_age() {
-            return self.reject(AlignRejection::TooOld);
         }
         let Some(position) = position else {
             self.accept(reading, obs.ts);

@@ -186,13 +186,21 @@ fn the_watermark_rejects_at_and_below_it_and_admits_one_millisecond_above() {
 }
 
 #[test]
-fn a_stale_replay_is_counted_as_stale_even_when_it_is_also_too_old() {
+fn a_replay_older_than_the_maximum_age_is_too_old_even_though_it_is_also_stale() {
     let mut aligner = aligner();
     admit_now(&mut aligner, A, 0, 1.0);
+    // At the watermark and 60 s old: too old wins, whatever the watermark says.
     assert_eq!(
         aligner.admit(obs(A, 0, 60_000, 1.0), t(60_000)),
+        Admission::Rejected(AlignRejection::TooOld)
+    );
+    // The same replay within the maximum age is stale.
+    assert_eq!(
+        aligner.admit(obs(A, 0, 30_000, 1.0), t(30_000)),
         Admission::Rejected(AlignRejection::Stale)
     );
+    assert_eq!(aligner.counters().too_old, 1);
+    assert_eq!(aligner.counters().stale, 1);
 }
 
 #[test]
