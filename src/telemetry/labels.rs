@@ -64,6 +64,8 @@ label_enum! {
         BadTs => "bad_ts",
         ValueNotANumber => "value_not_a_number",
         ValueNotFinite => "value_not_finite",
+        /// A numeric source time that cannot be in the `[payload]` unit.
+        TimestampUnit => "timestamp_unit",
         UnknownReading => "unknown_reading",
         /// At or below its reading's watermark (already seen or replayed).
         Stale => "stale",
@@ -156,6 +158,7 @@ impl From<PayloadRejection> for RejectReason {
             PayloadRejection::ValueNotANumber => Self::ValueNotANumber,
             PayloadRejection::ValueNotFinite => Self::ValueNotFinite,
             PayloadRejection::UnknownTopic => Self::UnknownTopic,
+            PayloadRejection::TimestampUnit => Self::TimestampUnit,
         }
     }
 }

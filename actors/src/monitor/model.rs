@@ -17,7 +17,7 @@ use radar::{
     telemetry::{DetectorPhase, ModelOperation, MonitorTelemetry, RejectReason, events},
 };
 use radar::{
-    mqtt::{ConnectionEvent, RawMessage},
+    mqtt::{ConnectionEvent, RawMessage, payload::PayloadFormat},
     runtime::{CheckpointPolicy, MonitorCore, Silence, SilenceChange, Step, Trigger},
     snapshot::{CheckpointKey, SealedSnapshot, SnapshotBinding, seal},
 };
@@ -38,6 +38,10 @@ use crate::worker::{Notice, Observer};
 /// How often the model checks the clock-driven triggers (max interval,
 /// checkpoint timeout, freshness expiry).
 const TICK: Duration = Duration::from_secs(1);
+
+/// At most one `timestamp_unit` log line per monitor this often; the
+/// rejections are counted in the metrics every batch regardless.
+const UNIT_WARNING_EVERY: Duration = Duration::from_secs(60);
 
 /// The most queued messages handled in one turn of the model actor. What is
 /// waiting is taken at once (never waited for), so a busy monitor pays the
@@ -85,11 +89,23 @@ impl Tally {
     }
 }
 
+/// `timestamp_unit` rejections not yet logged, for one aggregated line.
+#[derive(Debug, Default)]
+struct UnitMismatches {
+    /// The reading and the unit of the first rejection since the last line.
+    first: Option<(usize, Option<&'static str>)>,
+    count: u64,
+    logged_at: Option<Instant>,
+}
+
 pub struct ModelActor {
     core: MonitorCore,
     binding: SnapshotBinding,
     key: Arc<CheckpointKey>,
     max_payload_bytes: usize,
+    /// The monitor's `[payload]` table, compiled once.
+    format: PayloadFormat,
+    unit_mismatches: UnitMismatches,
     policy: CheckpointPolicy,
     checkpoint: Addr<CheckpointActor>,
     monitor: Addr<MonitorActor>,
@@ -135,6 +151,7 @@ impl ModelActor {
         let coverage = Arc::new(setup.core.coverage().clone());
         let recovery = Arc::new(setup.core.recovery().clone());
         let silence_watch = Silence::new(setup.core.config());
+        let format = PayloadFormat::of(setup.core.config().payload.as_ref());
         let mut actor = Self {
             coverage,
             recovery,
@@ -142,6 +159,8 @@ impl ModelActor {
             binding: setup.binding,
             key: setup.key,
             max_payload_bytes: setup.max_payload_bytes,
+            format,
+            unit_mismatches: UnitMismatches::default(),
             policy: setup.policy,
             checkpoint: setup.checkpoint,
             monitor: setup.monitor,
@@ -256,6 +275,36 @@ impl ModelActor {
                 self.policy.failed(attempt, Some(trigger), Instant::now());
             }
         }
+    }
+
+    /// One line for the `timestamp_unit` rejections since the last one, at
+    /// most every [`UNIT_WARNING_EVERY`].
+    fn log_unit_mismatches(&mut self) {
+        let m = &mut self.unit_mismatches;
+        let Some((reading, looks_like)) = m.first else {
+            return;
+        };
+        if m.logged_at
+            .is_some_and(|at| at.elapsed() < UNIT_WARNING_EVERY)
+        {
+            return;
+        }
+        let name = self
+            .core
+            .config()
+            .readings
+            .get(reading)
+            .map_or("?", |r| r.name.as_str());
+        self.metrics.emit(events::TimestampUnitMismatch {
+            reading: name,
+            configured: self.format.unit().as_str(),
+            looks_like,
+            count: m.count,
+        });
+        *m = UnitMismatches {
+            logged_at: Some(Instant::now()),
+            ..UnitMismatches::default()
+        };
     }
 
     /// A graph node failed uncertainly: nothing is sealed or scored again.
@@ -408,7 +457,14 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
             }
             self.consumed += 1;
             let now = message.processing_time(Instant::now());
-            let parsed = message.observation(self.max_payload_bytes);
+            let parsed = message.observation(&self.format, self.max_payload_bytes);
+            if parsed == Err(radar::mqtt::payload::PayloadRejection::TimestampUnit) {
+                let m = &mut self.unit_mismatches;
+                m.count += 1;
+                if m.first.is_none() {
+                    m.first = Some((message.reading, self.format.unit_hint(&message.payload)));
+                }
+            }
             let reading = parsed.as_ref().ok().map(|o| (o.reading, o.received_at));
             let step = self.core.ingest(parsed, now);
             if step.rejected.is_none()
@@ -424,6 +480,7 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
             self.after_step(step);
         }
         self.tally.flush(&self.metrics);
+        self.log_unit_mismatches();
         self.publish();
     }
 
