@@ -74,10 +74,17 @@ label_enum! {
         /// A held value outlived the freshness limit.
         Expired => "expired",
         Skew => "skew",
+        /// A held value replaced by a newer one of its reading before its
+        /// frame completed.
+        Superseded => "superseded",
+        /// A held value discarded with the partial frame: by a restore (the
+        /// partial frame is never saved) or when a checkpoint stall ends.
+        PartialCleared => "partial_cleared",
         /// The model is not advancing (checkpoint stall) or the monitor is
         /// terminal (ownership lost, quarantined), so new input is refused.
         ModelStopped => "model_stopped",
-        /// The detector refused a complete frame (wrong width, non-finite value).
+        /// The detector refused a complete frame (wrong width, non-finite
+        /// value); each of the frame's values counts.
         FrameRejected => "frame_rejected",
     }
 }

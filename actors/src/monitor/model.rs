@@ -19,7 +19,7 @@ use radar::{
 use radar::{
     mqtt::{ConnectionEvent, RawMessage, payload::PayloadFormat},
     runtime::{CheckpointPolicy, MonitorCore, Silence, SilenceChange, Step, Trigger},
-    snapshot::{CheckpointKey, SealedSnapshot, SnapshotBinding, seal},
+    snapshot::{CheckpointKey, ProcessingCounters, SealedSnapshot, SnapshotBinding, seal},
 };
 use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
@@ -49,40 +49,54 @@ const UNIT_WARNING_EVERY: Duration = Duration::from_secs(60);
 /// message.
 const BATCH: usize = 256;
 
-/// Per-observation counts of one batch, recorded in the metrics once per
-/// batch instead of once per message.
+/// The part of the model's processing counters the metrics have been told,
+/// so each batch records only the difference, once per batch instead of
+/// once per message. Diffing the counters (rather than tallying each step)
+/// also catches values whose fate is decided later than their arrival:
+/// superseded, expired or pushed out of a partial frame.
 #[derive(Debug, Default)]
 struct Tally {
     received: u64,
     accepted: u64,
     frames: u64,
-    rejected: Vec<(RejectReason, u64)>,
+    rejected: std::collections::BTreeMap<String, u64>,
 }
 
 impl Tally {
-    fn reject(&mut self, reason: RejectReason) {
-        match self.rejected.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, count)) => *count += 1,
-            None => self.rejected.push((reason, 1)),
+    /// Starts from `counters` (restored ones were reported by an earlier
+    /// process, so this one's metrics start at zero).
+    fn from(counters: &ProcessingCounters) -> Self {
+        Self {
+            received: counters.observations_received,
+            accepted: counters.observations_accepted,
+            frames: counters.frames,
+            rejected: counters.observations_rejected.clone(),
         }
     }
 
-    fn flush(&mut self, m: &MonitorTelemetry) {
-        let Tally {
-            received,
-            accepted,
-            frames,
-            rejected,
-        } = std::mem::take(self);
+    fn flush(&mut self, counters: &ProcessingCounters, m: &MonitorTelemetry) {
+        let step = |told: &mut u64, now: u64| now.saturating_sub(std::mem::replace(told, now));
+        let received = step(&mut self.received, counters.observations_received);
         if received > 0 {
             m.emit(events::ObservationsReceived { count: received });
         }
+        let accepted = step(&mut self.accepted, counters.observations_accepted);
         if accepted > 0 {
             m.emit(events::ObservationsAccepted { count: accepted });
         }
-        for (reason, count) in rejected {
-            m.emit(events::ObservationsRejected { reason, count });
+        for (label, &now) in &counters.observations_rejected {
+            let told = match self.rejected.get_mut(label) {
+                Some(told) => told,
+                None => self.rejected.entry(label.clone()).or_default(),
+            };
+            let count = step(told, now);
+            if count > 0
+                && let Some(&reason) = RejectReason::ALL.iter().find(|r| r.as_str() == label)
+            {
+                m.emit(events::ObservationsRejected { reason, count });
+            }
         }
+        let frames = step(&mut self.frames, counters.frames);
         if frames > 0 {
             m.emit(events::FramesEmitted { count: frames });
         }
@@ -121,7 +135,7 @@ pub struct ModelActor {
     /// A terminal state: no scoring, no snapshot, ever.
     halted: bool,
     metrics: MonitorTelemetry,
-    /// Counts of the batch being handled, not yet in the metrics.
+    /// What the metrics were last told of the core's counters.
     tally: Tally,
     /// Restored and still waiting for the first new frame, which measures
     /// the possible coverage gap since the snapshot's save time.
@@ -152,6 +166,7 @@ impl ModelActor {
         let recovery = Arc::new(setup.core.recovery().clone());
         let silence_watch = Silence::new(setup.core.config());
         let format = PayloadFormat::of(setup.core.config().payload.as_ref());
+        let tally = Tally::from(setup.core.counters());
         let mut actor = Self {
             coverage,
             recovery,
@@ -172,7 +187,7 @@ impl ModelActor {
             gap_pending_since: None,
             silence: silence_watch,
             metrics: setup.metrics,
-            tally: Tally::default(),
+            tally,
             span: setup.span,
         };
         actor.gap_pending_since = actor.core.recovery().restored_processed_count.and(
@@ -246,6 +261,8 @@ impl ModelActor {
             self.no_data(),
         );
         self.metrics.set_last_accepted(self.silence.last_accepted());
+        self.metrics
+            .set_held_values(self.core.aligner().held_values());
         self.view.send_replace(view);
     }
 
@@ -322,23 +339,12 @@ impl ModelActor {
     }
 
     fn record(&mut self, step: &Step) {
-        self.tally.received += 1;
-        match step.rejected {
-            Some(reason) => self.tally.reject(reason),
-            None => self.tally.accepted += 1,
-        }
-        for _ in 0..step.dropped_for_skew {
-            // Held earlier and counted accepted then, usually in this batch.
-            self.tally.reject(RejectReason::Skew);
-            self.tally.accepted = self.tally.accepted.saturating_sub(1);
-        }
         let m = &self.metrics;
-        if let Some(frame) = &step.frame {
-            self.tally.frames += 1;
-            if let Some(saved_at) = self.gap_pending_since.take() {
-                let gap = (frame.ts - saved_at).to_std().unwrap_or_default();
-                m.emit(events::PossibleGapMeasured { gap });
-            }
+        if let Some(frame) = &step.frame
+            && let Some(saved_at) = self.gap_pending_since.take()
+        {
+            let gap = (frame.ts - saved_at).to_std().unwrap_or_default();
+            m.emit(events::PossibleGapMeasured { gap });
         }
         if let Some(verdict) = &step.verdict {
             m.emit(events::FrameScored {
@@ -414,13 +420,10 @@ impl ModelActor {
         }
         let now = Instant::now();
         let wall = Utc::now();
-        let expired = self.core.expire(wall);
-        if expired > 0 {
-            self.metrics.emit(events::ObservationsRejected {
-                reason: RejectReason::Expired,
-                count: expired as u64,
-            });
-        }
+        // Expired values (and values cleared when a stall ended) reach the
+        // metrics through the counters.
+        self.core.expire(wall);
+        self.tally.flush(self.core.counters(), &self.metrics);
         if self.policy.stalled(now) && !self.core.is_suspended() {
             tracing::warn!(
                 monitor_id = %self.core.service_id(),
@@ -479,7 +482,7 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
             self.record(&step);
             self.after_step(step);
         }
-        self.tally.flush(&self.metrics);
+        self.tally.flush(self.core.counters(), &self.metrics);
         self.log_unit_mismatches();
         self.publish();
     }
