@@ -253,14 +253,15 @@ impl ModelActor {
             }
             self.coverage = now;
         }
-        let view = view_of(
+        let mut view = view_of(
             &self.core,
             self.consumed,
             self.coverage.clone(),
             self.recovery.clone(),
             self.no_data(),
         );
-        self.metrics.set_last_accepted(self.silence.last_accepted());
+        view.readings_seen = self.silence.last_accepted();
+        self.metrics.set_last_accepted(view.readings_seen.clone());
         self.metrics
             .set_held_values(self.core.aligner().held_values());
         self.view.send_replace(view);
@@ -665,5 +666,6 @@ fn view_of(
         }),
         coverage,
         recovery,
+        readings_seen: Vec::new(),
     }
 }
