@@ -2,7 +2,8 @@
 //! binary: nested fields with epoch seconds form frames; the same seconds
 //! sent to a monitor that expects milliseconds are `timestamp_unit`
 //! rejections, counted in `/metrics` and named in one log line that says
-//! what to change; a bad table is refused by `radar monitor create`.
+//! what to change; a bad table is refused by `radar monitor create` and
+//! `radar monitor validate`.
 
 mod telemetry_common;
 
@@ -197,7 +198,7 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
     )
     .unwrap();
     let out = radar(&db)
-        .args(["monitor", "create", "--config"])
+        .args(["monitor", "validate", "--config"])
         .arg(&unit)
         .output()
         .unwrap();
@@ -207,4 +208,15 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
         stderr.contains("sec") && stderr.contains("rfc3339"),
         "{stderr}"
     );
+    let out = radar(&db)
+        .args(["monitor", "validate", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "valid");
 }
