@@ -16,7 +16,11 @@ use chrono::{DateTime, Utc};
 use radar::{
     align::{Admission, AlignRejection, Aligner, AlignmentPolicy, Frame},
     coverage::{CoverageHistory, GapCause},
-    mqtt::{ConnectionEvent, Ingestion, payload::PayloadRejection, spawn},
+    mqtt::{
+        ConnectionEvent, Ingestion,
+        payload::{PayloadFormat, PayloadRejection},
+        spawn,
+    },
 };
 
 const WITHIN: Duration = Duration::from_secs(15);
@@ -39,7 +43,7 @@ impl Model {
     /// Takes the next queued message through parsing and alignment.
     async fn next(&mut self, ingestion: &mut Ingestion) -> Result<(Admission, bool)> {
         let message = next_message(&mut ingestion.messages, WITHIN).await?;
-        let observation = message.observation(MAX_BYTES)?;
+        let observation = message.observation(&PayloadFormat::default(), MAX_BYTES)?;
         let admission = self
             .aligner
             .admit(observation, message.processing_time(Instant::now()));
@@ -115,7 +119,10 @@ async fn observations_flow_through_the_queue_into_frames() -> Result<()> {
     assert_eq!(model.next(&mut ingestion).await?.0, Admission::Recorded);
     publish(broker.port, &topics[0], b"not json", false).await?;
     let bad = next_message(&mut ingestion.messages, WITHIN).await?;
-    assert_eq!(bad.observation(MAX_BYTES), Err(PayloadRejection::NotJson));
+    assert_eq!(
+        bad.observation(&PayloadFormat::default(), MAX_BYTES),
+        Err(PayloadRejection::NotJson)
+    );
 
     let f = publish_pair(&broker, &topics, &mut model, &mut ingestion, (21.5, 1013.0)).await?;
     assert_eq!(f.values, [21.5, 1013.0]);

@@ -153,6 +153,13 @@ fn health(state: &str, heartbeat_at: DateTime<Utc>) -> HealthRecord {
         recovery: None,
         coverage: Some(serde_json::json!({"version": 1, "gaps": []})),
         last_error: None,
+        readings_seen: vec![
+            (
+                "pressure".to_string(),
+                Some(heartbeat_at - chrono::TimeDelta::seconds(3)),
+            ),
+            ("flow".to_string(), None),
+        ],
         heartbeat_at,
     }
 }
@@ -406,9 +413,16 @@ async fn a_heartbeat_lands_while_an_evidence_batch_waits_for_the_row_lock() {
         heartbeat_at: DateTime<Utc>,
         #[diesel(sql_type = Timestamptz)]
         last_checkpoint_at: DateTime<Utc>,
+        #[diesel(sql_type = Timestamptz)]
+        pressure_seen_at: DateTime<Utc>,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        flow_never: bool,
     }
     let seen: Beat = diesel::sql_query(
-        "SELECT heartbeat_at, last_checkpoint_at FROM radar_operational_status WHERE service_id = $1",
+        "SELECT heartbeat_at, last_checkpoint_at, \
+                (reading_seen_at->>'pressure')::timestamptz AS pressure_seen_at, \
+                reading_seen_at->'flow' = 'null'::jsonb AS flow_never \
+         FROM radar_operational_status WHERE service_id = $1",
     )
     .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
     .get_result(&mut fx.conn().await)
@@ -426,6 +440,12 @@ async fn a_heartbeat_lands_while_an_evidence_batch_waits_for_the_row_lock() {
         beat - at(0),
         "the last checkpoint is as old as the writer measured it"
     );
+    assert_eq!(
+        seen.heartbeat_at - seen.pressure_seen_at,
+        chrono::TimeDelta::seconds(3),
+        "a reading's newest observation is as old as the writer measured it"
+    );
+    assert!(seen.flow_never, "a reading without an observation is null");
     assert!(!batch.is_finished(), "the evidence batch is still blocked");
     assert!(
         fx.count(waiting).await > 0,

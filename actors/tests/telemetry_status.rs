@@ -123,6 +123,23 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
 
     let a = row(&rows, &healthy);
     assert_eq!(a["connected"], true, "{a}");
+    // The heartbeat carries when reading `a` last delivered, on the
+    // database's clock: a fresh age, not a timestamp of the worker's clock.
+    let age = a["reading_ages_seconds"]["a"].as_i64();
+    assert!(age.is_some_and(|s| (0..60).contains(&s)), "{a}");
+    assert!(a["reading_seen_at"]["a"].is_string(), "{a}");
+    let table = radar(&db).args(["status"]).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("READING AGE"), "{table}");
+    let healthy_line = table
+        .lines()
+        .find(|l| l.starts_with("healthy"))
+        .unwrap_or_default();
+    assert!(
+        healthy_line.contains(&format!(" a {}s ", age.unwrap_or(0)))
+            || healthy_line.contains(" a "),
+        "{table}"
+    );
     assert_eq!(a["heartbeat_stale"], false, "{a}");
     assert!(a["last_error"].is_null(), "{a}");
     assert!(

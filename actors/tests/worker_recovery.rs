@@ -16,7 +16,13 @@ const START: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_stale_redeliveries() {
     let h = Harness::new("worker_kill9").await;
-    let (id, prefix) = h.create_monitor("kill9");
+    // An hour of maximum age: every redelivery below is far younger, so only
+    // the restored watermark can refuse it (a source time older than the
+    // maximum age is `too_old` first, whatever the watermark says, and the
+    // loaded machine may take longer than the usual 30 s to get here).
+    let (id, prefix) = h.create_monitor_edited("kill9", |toml| {
+        toml.replace("max_age_ms = 30000", "max_age_ms = 3600000")
+    });
     let mut worker = h.spawn_worker("w-kill-1", &[], &[]);
     h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
         .await;
@@ -93,6 +99,12 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
                 .await;
         }
     }
+    // A replay from before the maximum age is below the watermark too, but
+    // is named `too_old`: the rule that decides it comes first.
+    let two_hours_before = first[0] - 2 * 3_600_000;
+    publisher
+        .raw(&format!("{prefix}/a"), two_hours_before, 5.0, false)
+        .await;
     publisher.frames(&prefix, 10).await;
     publisher.flush(START).await;
     let expected = committed.processed_count as u64 + 10;
@@ -120,6 +132,11 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
         rejected.get("stale").copied(),
         Some(7),
         "stale redeliveries are rejected and counted: {inspection:#}"
+    );
+    assert_eq!(
+        rejected.get("too_old").copied(),
+        Some(1),
+        "the replay older than the maximum age is too_old: {inspection:#}"
     );
     assert!(
         gaps(&inspection["coverage"])

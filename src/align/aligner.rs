@@ -2,10 +2,25 @@
 //! and combines the required readings into frames.
 //!
 //! Admission checks run in a fixed order so each discarded observation has
-//! exactly one reason: unknown reading, stale (watermark), future, too old,
-//! then skew against the partial frame. `Stale` comes before the time checks
-//! on purpose: a retained message re-delivered after a reconnect is a
-//! replay first, whatever its age.
+//! exactly one reason: unknown reading, too old, stale (watermark), future,
+//! then skew against the partial frame. `TooOld` comes before the watermark
+//! on purpose: a source time older than the maximum age could never be used,
+//! whether or not it was seen before, and naming it `too_old` points the
+//! operator at the sensor's clock or unit (a timestamp of 0, a day-old
+//! reading) instead of hiding it among replays. A re-delivered message
+//! within the maximum age is still `stale`, so the watermark keeps replays
+//! from advancing a restored detector either way.
+//!
+//! Values that share a source time (within `max_skew_ms`) form their frame
+//! even when readings of consecutive ticks interleave across topics (tick
+//! k+1 of one topic arriving before tick k of another): the aligner keeps
+//! up to [`MAX_OPEN_FRAMES`] partial frames, and an observation joins the
+//! open frame nearest its source time that lacks its reading and stays
+//! within the skew, or opens a new one. A partial frame ends as a frame, or
+//! its values are counted: `expired` (freshness), `skew` (a missing reading's
+//! watermark passed the point where any later value could fit), or
+//! `superseded` (a newer frame completed first, or the oldest frame made room
+//! for a new one). Open frames are never persisted: a restore starts empty.
 //!
 //! Two clocks meet here. Source timestamps (`Observation::ts`) come from the
 //! sensors; `received_at` and `now` are this worker's clock, where `now` is
@@ -64,15 +79,79 @@ struct Slot {
     position: Option<usize>,
 }
 
-/// Alignment state of one monitor: watermarks, the partial frame and the
-/// counters. Only watermarks and counters are meant to be persisted; the
-/// partial frame is deliberately lost on restart.
+/// The most partial frames open at once: enough for readings of a few
+/// consecutive ticks to interleave, few enough that memory stays bounded
+/// (this many times the required readings) whatever the stream does.
+pub const MAX_OPEN_FRAMES: usize = 8;
+
+/// One partial frame: a slot per required reading, in frame order.
+#[derive(Debug, Clone)]
+struct Partial {
+    /// Source time of the value that opened it: what later values are
+    /// matched against.
+    anchor: DateTime<Utc>,
+    /// Oldest and newest source time held, kept up to date so matching an
+    /// observation does not walk every slot of every open frame.
+    lo: DateTime<Utc>,
+    hi: DateTime<Utc>,
+    held: usize,
+    slots: Vec<Option<Held>>,
+}
+
+impl Partial {
+    fn values(&self) -> impl Iterator<Item = &Held> {
+        self.slots.iter().flatten()
+    }
+
+    fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Oldest and newest source time held.
+    fn span(&self) -> (DateTime<Utc>, DateTime<Utc>) {
+        (self.lo, self.hi)
+    }
+
+    fn put(&mut self, position: usize, held: Held) {
+        if self.held == 0 {
+            (self.lo, self.hi) = (held.ts, held.ts);
+        } else {
+            self.lo = self.lo.min(held.ts);
+            self.hi = self.hi.max(held.ts);
+        }
+        if self.slots[position].replace(held).is_none() {
+            self.held += 1;
+        }
+    }
+
+    /// After values were removed: recount and recompute the span.
+    fn refresh(&mut self) {
+        let mut held = 0;
+        let mut span: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
+        for h in self.slots.iter().flatten() {
+            held += 1;
+            span = Some(span.map_or((h.ts, h.ts), |(lo, hi)| (lo.min(h.ts), hi.max(h.ts))));
+        }
+        self.held = held;
+        if let Some((lo, hi)) = span {
+            (self.lo, self.hi) = (lo, hi);
+        }
+    }
+}
+
+/// Alignment state of one monitor: watermarks, the open partial frames and
+/// the counters. Only watermarks and counters are meant to be persisted;
+/// partial frames are deliberately lost on restart.
 #[derive(Debug, Clone)]
 pub struct Aligner {
     policy: AlignmentPolicy,
     slots: Vec<Slot>,
-    /// One entry per required reading, in frame order.
-    partial: Vec<Option<Held>>,
+    /// Number of required readings: the width of a frame.
+    width: usize,
+    /// Open partial frames, oldest anchor first; at most [`MAX_OPEN_FRAMES`].
+    open: Vec<Partial>,
+    /// Emptied slot vectors, reused so opening a frame does not allocate.
+    spare: Vec<Vec<Option<Held>>>,
     watermarks: Watermarks,
     counters: AlignmentCounters,
 }
@@ -127,7 +206,9 @@ impl Aligner {
         Ok(Self {
             policy,
             slots,
-            partial: vec![None; required],
+            width: required,
+            open: Vec::new(),
+            spare: Vec::new(),
             watermarks,
             counters,
         })
@@ -139,24 +220,26 @@ impl Aligner {
         let Some(position) = self.slots.get(reading).map(|slot| slot.position) else {
             return self.reject(AlignRejection::UnknownReading);
         };
+        if now - obs.ts > self.policy.max_age() {
+            return self.reject(AlignRejection::TooOld);
+        }
         if self.watermarks.is_stale(&self.slots[reading].name, obs.ts) {
             return self.reject(AlignRejection::Stale);
         }
         if obs.ts - obs.received_at > self.policy.future_tolerance() {
             return self.reject(AlignRejection::Future);
         }
-        if now - obs.ts > self.policy.max_age() {
-            return self.reject(AlignRejection::TooOld);
-        }
         let Some(position) = position else {
             self.accept(reading, obs.ts);
             return Admission::Recorded;
         };
         self.expire(now);
-        let newest_held = self.partial.iter().flatten().map(|h| h.ts).max();
-        if newest_held.is_some_and(|newest| newest - obs.ts > self.policy.max_skew()) {
-            // Every later frame holds a value at least as new as `newest`,
-            // so this one can never be part of a frame.
+        let skew = self.policy.max_skew();
+        let target = self.best_frame(position, obs.ts);
+        if target.is_none() && !self.could_complete(reading, obs.ts) {
+            // Another required reading's watermark is already past the
+            // point where a value could fit with this one, so a frame
+            // opened by it could never complete.
             return self.reject(AlignRejection::Skew);
         }
         self.accept(reading, obs.ts);
@@ -165,12 +248,113 @@ impl Aligner {
             value: obs.value,
             received_at: obs.received_at,
         };
-        if self.partial[position].replace(held).is_some() {
-            self.counters.superseded = self.counters.superseded.saturating_add(1);
+        let index = match target {
+            Some(index) => index,
+            None => self.open_frame(obs.ts),
+        };
+        self.open[index].put(position, held);
+        if self.open[index].held() == self.width {
+            return Admission::FrameReady(self.take_frame(index));
         }
-        self.drop_skewed(newest_held.map_or(obs.ts, |n| n.max(obs.ts)));
-        self.take_frame()
-            .map_or(Admission::Held, Admission::FrameReady)
+        self.drop_dead(position, obs.ts, skew);
+        Admission::Held
+    }
+
+    /// The open frame an observation of `position` at `ts` joins: one that
+    /// lacks this reading and stays within the skew with it, nearest in
+    /// source time (the older one on a tie).
+    fn best_frame(&self, position: usize, ts: DateTime<Utc>) -> Option<usize> {
+        let skew = self.policy.max_skew();
+        self.open
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.slots[position].is_none())
+            .filter(|(_, p)| {
+                let (lo, hi) = p.span();
+                hi.max(ts) - lo.min(ts) <= skew
+            })
+            .min_by_key(|(_, p)| (p.anchor - ts).abs())
+            .map(|(index, _)| index)
+    }
+
+    /// Whether a frame opened at `ts` by `reading` could still complete:
+    /// every other required reading's next value (above its watermark)
+    /// could still lie within the skew of `ts`.
+    fn could_complete(&self, reading: usize, ts: DateTime<Utc>) -> bool {
+        let Some(limit) = ts.checked_add_signed(self.policy.max_skew()) else {
+            return true;
+        };
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(i, slot)| *i != reading && slot.position.is_some())
+            .all(|(_, slot)| {
+                self.watermarks
+                    .get(&slot.name)
+                    .is_none_or(|mark| mark < limit)
+            })
+    }
+
+    /// Opens a partial frame anchored at `ts`, in anchor order, first
+    /// making room by dropping the oldest when [`MAX_OPEN_FRAMES`] are open.
+    /// Returns its index.
+    fn open_frame(&mut self, ts: DateTime<Utc>) -> usize {
+        if self.open.len() >= MAX_OPEN_FRAMES {
+            let oldest = self.open.remove(0);
+            self.discard(oldest, Discard::Superseded);
+        }
+        let mut slots = self.spare.pop().unwrap_or_default();
+        slots.clear();
+        slots.resize(self.width, None);
+        let index = self.open.partition_point(|p| p.anchor <= ts);
+        self.open.insert(
+            index,
+            Partial {
+                anchor: ts,
+                lo: ts,
+                hi: ts,
+                held: 0,
+                slots,
+            },
+        );
+        index
+    }
+
+    /// Drops the open frames still missing the reading at `position` that
+    /// its new watermark `mark` has made impossible: any later value of it
+    /// lies above `mark`, further than the skew from their oldest value.
+    fn drop_dead(&mut self, position: usize, mark: DateTime<Utc>, skew: chrono::TimeDelta) {
+        let mut i = 0;
+        while i < self.open.len() {
+            let p = &self.open[i];
+            let dead = p.slots[position].is_none()
+                && p.span()
+                    .0
+                    .checked_add_signed(skew)
+                    .is_some_and(|limit| mark >= limit);
+            if dead {
+                let partial = self.open.remove(i);
+                self.discard(partial, Discard::Skew);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Counts a partial frame's values under `how` and keeps its storage.
+    fn discard(&mut self, partial: Partial, how: Discard) {
+        let held = partial.held() as u64;
+        match how {
+            Discard::Superseded => {
+                self.counters.superseded = self.counters.superseded.saturating_add(held);
+            }
+            Discard::Skew => {
+                for _ in 0..held {
+                    self.counters.count(AlignRejection::Skew);
+                }
+            }
+        }
+        self.spare.push(partial.slots);
     }
 
     /// Drops held values that waited longer than the freshness limit by
@@ -184,10 +368,27 @@ impl Aligner {
             return 0;
         };
         let mut expired = 0;
-        for entry in &mut self.partial {
-            if entry.is_some_and(|held| held.received_at < cutoff) {
-                *entry = None;
-                expired += 1;
+        for partial in &mut self.open {
+            let before = expired;
+            for entry in &mut partial.slots {
+                if entry.is_some_and(|held| held.received_at < cutoff) {
+                    *entry = None;
+                    expired += 1;
+                }
+            }
+            if expired > before {
+                partial.refresh();
+            }
+        }
+        if expired > 0 {
+            let mut i = 0;
+            while i < self.open.len() {
+                if self.open[i].held() == 0 {
+                    let empty = self.open.remove(i);
+                    self.spare.push(empty.slots);
+                } else {
+                    i += 1;
+                }
             }
         }
         for _ in 0..expired {
@@ -196,18 +397,25 @@ impl Aligner {
         expired
     }
 
-    /// Empties the partial frame, keeping watermarks, and returns how many
+    /// Empties every partial frame, keeping watermarks, and returns how many
     /// held values were discarded (not counted as rejections). For a rollback
     /// inside a running process; [`Aligner::restore`] starts empty anyway.
     pub fn reset_partial(&mut self) -> usize {
         let held = self.held_values();
-        self.partial.fill(None);
+        for partial in self.open.drain(..) {
+            self.spare.push(partial.slots);
+        }
         held
     }
 
-    /// Values currently waiting in the partial frame.
+    /// Values currently waiting in partial frames.
     pub fn held_values(&self) -> usize {
-        self.partial.iter().flatten().count()
+        self.open.iter().map(Partial::held).sum()
+    }
+
+    /// Partial frames currently open (at most [`MAX_OPEN_FRAMES`]).
+    pub fn open_frames(&self) -> usize {
+        self.open.len()
     }
 
     pub fn watermarks(&self) -> &Watermarks {
@@ -233,32 +441,32 @@ impl Aligner {
         self.counters.accepted = self.counters.accepted.saturating_add(1);
     }
 
-    /// Drops the held values further behind `newest` than the maximum skew.
-    fn drop_skewed(&mut self, newest: DateTime<Utc>) {
-        let Some(cutoff) = newest.checked_sub_signed(self.policy.max_skew()) else {
-            return;
-        };
-        for entry in &mut self.partial {
-            if entry.is_some_and(|held| held.ts < cutoff) {
-                *entry = None;
-                self.counters.count(AlignRejection::Skew);
-            }
+    /// Emits the complete frame at `index`. Open frames older than it are
+    /// overtaken: a frame of an earlier source time can no longer follow
+    /// this one, so their values count as superseded.
+    fn take_frame(&mut self, index: usize) -> Frame {
+        let complete = self.open.remove(index);
+        let older: Vec<Partial> = self.open.drain(..index).collect();
+        for partial in older {
+            self.discard(partial, Discard::Superseded);
         }
-    }
-
-    /// The complete frame, if every required reading holds a value.
-    fn take_frame(&mut self) -> Option<Frame> {
-        if self.partial.iter().any(Option::is_none) {
-            return None;
-        }
-        let held: Vec<Held> = self.partial.iter_mut().filter_map(Option::take).collect();
-        let ts = held.iter().map(|h| h.ts).max()?;
+        let ts = complete
+            .values()
+            .map(|h| h.ts)
+            .max()
+            .unwrap_or(complete.anchor);
+        let values = complete.values().map(|h| h.value).collect();
+        self.spare.push(complete.slots);
         self.counters.frames = self.counters.frames.saturating_add(1);
-        Some(Frame {
-            ts,
-            values: held.iter().map(|h| h.value).collect(),
-        })
+        Frame { ts, values }
     }
+}
+
+/// How a partial frame that will not complete is counted.
+#[derive(Debug, Clone, Copy)]
+enum Discard {
+    Superseded,
+    Skew,
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 mod credentials;
 mod error;
 mod monitor;
+mod payload;
 mod secret;
 mod settings;
 
@@ -13,6 +14,7 @@ pub use credentials::{
 };
 pub use error::{FieldError, FieldErrors};
 pub use monitor::{MonitorConfig, ReadingConfig};
+pub use payload::{PayloadMapping, TimeUnit};
 pub use secret::{
     DEVELOPMENT_KEY, KeyError, KeySource, MIN_PRODUCTION_KEY_BYTES, Secret, check_production_key,
     resolve_key,

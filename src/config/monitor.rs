@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{FieldError, FieldErrors};
+use super::{FieldError, FieldErrors, PayloadMapping};
 use crate::{align::AlignmentPolicy, detector::DetectorSettings, graph::GraphBinding};
 
 /// Longest accepted monitor name; it appears in metrics and tables.
@@ -30,6 +30,10 @@ pub struct MonitorConfig {
     /// Present when the monitor is a run of a published graph revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphBinding>,
+    /// Where the sensors' JSON carries value and source time; absent means
+    /// `{"ts": <epoch ms | RFC 3339>, "value": <number>}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<PayloadMapping>,
 }
 
 /// One sensor reading and the MQTT topic that carries it.
@@ -57,6 +61,10 @@ struct Semantics<'a> {
     /// Only graph runs have it, so other monitors keep their fingerprints.
     #[serde(skip_serializing_if = "Option::is_none")]
     graph_semantics: Option<&'a str>,
+    /// Which fields are read decides the numbers; only monitors with a
+    /// `[payload]` table have it, so others keep their fingerprints.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<&'a PayloadMapping>,
 }
 
 impl MonitorConfig {
@@ -128,6 +136,9 @@ impl MonitorConfig {
             ));
         }
         errors.extend(self.alignment.validate("alignment"));
+        if let Some(payload) = &self.payload {
+            errors.extend(payload.validate("payload"));
+        }
         errors.extend(self.detector.validate("detector", required));
         if errors.is_empty() {
             Ok(())
@@ -150,6 +161,7 @@ impl MonitorConfig {
             alignment: &self.alignment,
             detector: &self.detector,
             graph_semantics: self.graph.as_ref().map(|g| g.semantics_hash.as_str()),
+            payload: self.payload.as_ref(),
         };
         // serde_json writes struct fields in declaration order and floats in
         // their shortest exact form, so equal configs give equal bytes.
@@ -333,6 +345,27 @@ mod tests {
             let changed = MonitorConfig::from_toml(&edited(find, replace)).unwrap();
             assert_ne!(changed.fingerprint(), base, "{find} -> {replace}");
         }
+    }
+
+    #[test]
+    fn a_payload_table_is_validated_and_enters_the_fingerprint_only_when_present() {
+        let base = MonitorConfig::from_toml(EXAMPLE).unwrap();
+        assert_eq!(base.payload, None);
+        let with = |table: &str| format!("{EXAMPLE}\n[payload]\n{table}\n");
+        let seconds = MonitorConfig::from_toml(&with("ts_unit = \"s\"")).unwrap();
+        assert_eq!(
+            seconds.payload.as_ref().map(|p| p.ts_unit),
+            Some(crate::config::TimeUnit::S)
+        );
+        assert_ne!(seconds.fingerprint(), base.fingerprint());
+        assert_eq!(
+            rejected_fields(&with("value = \"data.value\"")),
+            ["payload.value"]
+        );
+        let unknown = MonitorConfig::from_toml(&with("ts_unit = \"seconds\"")).unwrap_err();
+        assert!(unknown.to_string().contains("rfc3339"), "{unknown}");
+        let json = serde_json::to_value(&seconds).unwrap();
+        assert_eq!(MonitorConfig::from_json(json).unwrap(), seconds);
     }
 
     #[test]

@@ -84,6 +84,7 @@ pub fn monitor_config(machine: &Machine) -> MonitorConfig {
         },
         detector: detector_settings(),
         graph: None,
+        payload: None,
     }
 }
 

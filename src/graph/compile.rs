@@ -228,6 +228,7 @@ impl CompiledGraph {
             alignment: self.definition.alignment.clone(),
             detector,
             graph: Some(binding),
+            payload: None,
         }
     }
 }
@@ -278,6 +279,7 @@ fn check_readings<'a>(
         alignment: definition.alignment.clone(),
         detector: Default::default(),
         graph: None,
+        payload: None,
     };
     if let Err(FieldErrors(found)) = probe.validate() {
         errors.extend(

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use chrono::{DateTime, TimeDelta, Utc};
 use rumqttc::Publish;
 
-use super::payload::{Payload, PayloadRejection, TopicRoutes, parse_payload};
+use super::payload::{Payload, PayloadFormat, PayloadRejection, TopicRoutes};
 use crate::align::Observation;
 
 /// One message admitted into the ingress queue, payload still unparsed.
@@ -47,10 +47,15 @@ impl RawMessage {
             .unwrap_or(DateTime::<Utc>::MAX_UTC)
     }
 
-    /// Parses the payload into an observation of this message's reading, on
-    /// the model side (parsing never runs on the network task).
-    pub fn observation(&self, max_payload_bytes: usize) -> Result<Observation, PayloadRejection> {
-        let Payload { ts, value } = parse_payload(&self.payload, max_payload_bytes)?;
+    /// Parses the payload, in the monitor's format, into an observation of
+    /// this message's reading, on the model side (parsing never runs on the
+    /// network task).
+    pub fn observation(
+        &self,
+        format: &PayloadFormat,
+        max_payload_bytes: usize,
+    ) -> Result<Observation, PayloadRejection> {
+        let Payload { ts, value } = format.parse(&self.payload, max_payload_bytes)?;
         Ok(Observation {
             reading: self.reading,
             ts,
@@ -239,7 +244,7 @@ mod tests {
             Instant::now(),
         )
         .unwrap();
-        let obs = m.observation(64).unwrap();
+        let obs = m.observation(&PayloadFormat::default(), 64).unwrap();
         assert_eq!(
             (obs.reading, obs.value, obs.received_at),
             (1, 21.5, received_at)
@@ -253,7 +258,10 @@ mod tests {
             Instant::now(),
         )
         .unwrap();
-        assert_eq!(bad.observation(64).unwrap_err(), PayloadRejection::NotJson);
+        assert_eq!(
+            bad.observation(&PayloadFormat::default(), 64).unwrap_err(),
+            PayloadRejection::NotJson
+        );
     }
 
     #[test]

@@ -1,16 +1,25 @@
 //! Sensor payload parsing: turns the bytes of one MQTT message into a source
 //! timestamp and a finite value, or names exactly why it cannot.
 //!
-//! The accepted shape is one JSON object with exactly two members:
+//! The default shape is one JSON object with exactly two members:
 //! `{"ts": <RFC 3339 string | integer epoch milliseconds>, "value": <number>}`.
 //! The parser is strict on purpose: a sensor that adds fields, sends a value
 //! as a string or repeats a key is misconfigured, and counting that under a
 //! named reason is more useful than guessing what it meant. Checks run in a
 //! fixed order (size, JSON syntax, shape, members, `ts`, `value`), so each
 //! payload has exactly one reason.
+//!
+//! A monitor's `[payload]` table ([`PayloadMapping`]) names other fields (JSON
+//! pointers) and the unit of a numeric source time ([`PayloadFormat`]). Two
+//! top-level members keep the strict shape; a nested pointer reads its field
+//! out of whatever else the document holds. A number that is a plausible
+//! epoch time (2000 to 2100) only in another unit than the configured one,
+//! such as epoch seconds where milliseconds are configured, is
+//! `timestamp_unit`, not a date in 1970 that alignment would call too old.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -18,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::align::Observation;
-use crate::config::ReadingConfig;
+use crate::config::{PayloadMapping, ReadingConfig, TimeUnit};
 
 /// One sensor value as the payload carried it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,11 +65,15 @@ pub enum PayloadRejection {
     ValueNotFinite,
     /// The topic belongs to no reading of the monitor (see [`TopicRoutes`]).
     UnknownTopic,
+    /// `ts` is a number that cannot be in the configured unit: it is a
+    /// plausible epoch time only in another unit (see [`PayloadFormat`]), or
+    /// a number where `rfc3339` is configured.
+    TimestampUnit,
 }
 
 impl PayloadRejection {
     /// Every reason, for registering metric series up front.
-    pub const ALL: [PayloadRejection; 11] = [
+    pub const ALL: [PayloadRejection; 12] = [
         Self::TooLarge,
         Self::NotJson,
         Self::NotAnObject,
@@ -72,6 +85,7 @@ impl PayloadRejection {
         Self::ValueNotANumber,
         Self::ValueNotFinite,
         Self::UnknownTopic,
+        Self::TimestampUnit,
     ];
 
     /// The stable metric label.
@@ -88,6 +102,7 @@ impl PayloadRejection {
             Self::ValueNotANumber => "value_not_a_number",
             Self::ValueNotFinite => "value_not_finite",
             Self::UnknownTopic => "unknown_topic",
+            Self::TimestampUnit => "timestamp_unit",
         }
     }
 }
@@ -100,47 +115,244 @@ impl fmt::Display for PayloadRejection {
 
 impl std::error::Error for PayloadRejection {}
 
-/// Parses one message body. Bodies longer than `max_bytes` are rejected
-/// before any parsing, so a flood of huge messages costs only their length.
+/// Parses one message body in the default shape (`{"ts": .., "value": ..}`,
+/// epoch milliseconds). Bodies longer than `max_bytes` are rejected before
+/// any parsing, so a flood of huge messages costs only their length.
 pub fn parse_payload(bytes: &[u8], max_bytes: usize) -> Result<Payload, PayloadRejection> {
-    if bytes.len() > max_bytes {
-        return Err(PayloadRejection::TooLarge);
-    }
-    let top: Top<'_> = serde_json::from_slice(bytes).map_err(|_| PayloadRejection::NotJson)?;
-    let Top::Object(members) = top else {
-        return Err(PayloadRejection::NotAnObject);
-    };
-    let mut ts = None;
-    let mut value = None;
-    for (key, raw) in members {
-        let slot = match key.as_str() {
-            "ts" => &mut ts,
-            "value" => &mut value,
-            _ => return Err(PayloadRejection::UnknownField),
-        };
-        if slot.replace(raw).is_some() {
-            return Err(PayloadRejection::DuplicateField);
-        }
-    }
-    let ts = ts.ok_or(PayloadRejection::MissingTs)?;
-    let value = value.ok_or(PayloadRejection::MissingValue)?;
-    Ok(Payload {
-        ts: parse_ts(ts.get())?,
-        value: parse_value(value.get())?,
-    })
+    DEFAULT_FORMAT.parse(bytes, max_bytes)
 }
 
-fn parse_ts(raw: &str) -> Result<DateTime<Utc>, PayloadRejection> {
+static DEFAULT_FORMAT: LazyLock<PayloadFormat> = LazyLock::new(PayloadFormat::default);
+
+/// Where one field sits in the document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Field {
+    /// A top-level member, its name unescaped (`/a~1b` is member `a/b`).
+    Member(String),
+    /// A deeper JSON pointer, as written.
+    Pointer(String),
+}
+
+impl Field {
+    fn new(pointer: &str) -> Self {
+        let token = &pointer[pointer.len().min(1)..];
+        if pointer.starts_with('/') && !token.contains('/') {
+            Self::Member(token.replace("~1", "/").replace("~0", "~"))
+        } else {
+            Self::Pointer(pointer.to_string())
+        }
+    }
+}
+
+/// A monitor's compiled `[payload]` table: how to find value and source
+/// time in a message and how to read a numeric source time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadFormat {
+    ts: Field,
+    value: Field,
+    unit: TimeUnit,
+}
+
+impl Default for PayloadFormat {
+    fn default() -> Self {
+        Self::new(&PayloadMapping::default())
+    }
+}
+
+impl PayloadFormat {
+    /// The format of a validated mapping (see `PayloadMapping::validate`).
+    pub fn new(mapping: &PayloadMapping) -> Self {
+        Self {
+            ts: Field::new(&mapping.ts),
+            value: Field::new(&mapping.value),
+            unit: mapping.ts_unit,
+        }
+    }
+
+    /// The format of a monitor's optional table.
+    pub fn of(mapping: Option<&PayloadMapping>) -> Self {
+        mapping.map(Self::new).unwrap_or_default()
+    }
+
+    /// The configured unit of a numeric source time.
+    pub fn unit(&self) -> TimeUnit {
+        self.unit
+    }
+
+    /// Parses one message body. Bodies longer than `max_bytes` are rejected
+    /// before any parsing.
+    pub fn parse(&self, bytes: &[u8], max_bytes: usize) -> Result<Payload, PayloadRejection> {
+        if bytes.len() > max_bytes {
+            return Err(PayloadRejection::TooLarge);
+        }
+        let (ts, value) = self.fields(bytes)?;
+        Ok(Payload {
+            ts: parse_ts(&ts, self.unit)?,
+            value: parse_value(&value)?,
+        })
+    }
+
+    /// For a message rejected as `timestamp_unit`: the unit its source time
+    /// looks like (`s`, `ms`, `us` or `ns`), if any does.
+    pub fn unit_hint(&self, bytes: &[u8]) -> Option<&'static str> {
+        let (ts, _) = self.fields(bytes).ok()?;
+        let whole = ts.split('.').next()?.parse::<i64>().ok()?;
+        Scale::plausible(whole).map(Scale::as_str)
+    }
+
+    /// The raw JSON text of the source time and the value.
+    fn fields<'a>(
+        &self,
+        bytes: &'a [u8],
+    ) -> Result<(std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>), PayloadRejection> {
+        use std::borrow::Cow;
+        if let (Field::Member(ts_name), Field::Member(value_name)) = (&self.ts, &self.value) {
+            let top: Top<'_> =
+                serde_json::from_slice(bytes).map_err(|_| PayloadRejection::NotJson)?;
+            let Top::Object(members) = top else {
+                return Err(PayloadRejection::NotAnObject);
+            };
+            let mut ts = None;
+            let mut value = None;
+            for (key, raw) in members {
+                let slot = if key == *ts_name {
+                    &mut ts
+                } else if key == *value_name {
+                    &mut value
+                } else {
+                    return Err(PayloadRejection::UnknownField);
+                };
+                if slot.replace(raw).is_some() {
+                    return Err(PayloadRejection::DuplicateField);
+                }
+            }
+            let ts = ts.ok_or(PayloadRejection::MissingTs)?;
+            let value = value.ok_or(PayloadRejection::MissingValue)?;
+            return Ok((Cow::Borrowed(ts.get()), Cow::Borrowed(value.get())));
+        }
+        // A nested field: the rest of the document is the plant's business.
+        let doc: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|_| PayloadRejection::NotJson)?;
+        if !doc.is_object() && !doc.is_array() {
+            return Err(PayloadRejection::NotAnObject);
+        }
+        let find = |field: &Field| match field {
+            Field::Member(name) => doc.get(name),
+            Field::Pointer(pointer) => doc.pointer(pointer),
+        };
+        let ts = find(&self.ts).ok_or(PayloadRejection::MissingTs)?;
+        let value = find(&self.value).ok_or(PayloadRejection::MissingValue)?;
+        Ok((Cow::Owned(ts.to_string()), Cow::Owned(value.to_string())))
+    }
+}
+
+/// Epoch time scales a number may be in; `ns` is not configurable but is
+/// recognised, so such a sensor is told what it sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scale {
+    S,
+    Ms,
+    Us,
+    Ns,
+}
+
+/// Plausible source times: 2000-01-01 to 2100-01-01, in epoch seconds. The
+/// scales are a factor 1000 apart and this window spans less than that, so
+/// a number is plausible in at most one of them.
+const PLAUSIBLE_SECONDS: std::ops::Range<i128> = 946_684_800..4_102_444_800;
+
+impl Scale {
+    const ALL: [Scale; 4] = [Self::S, Self::Ms, Self::Us, Self::Ns];
+
+    fn per_second(self) -> i128 {
+        match self {
+            Self::S => 1,
+            Self::Ms => 1_000,
+            Self::Us => 1_000_000,
+            Self::Ns => 1_000_000_000,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::S => "s",
+            Self::Ms => "ms",
+            Self::Us => "us",
+            Self::Ns => "ns",
+        }
+    }
+
+    fn of(unit: TimeUnit) -> Option<Self> {
+        match unit {
+            TimeUnit::Rfc3339 => None,
+            TimeUnit::S => Some(Self::S),
+            TimeUnit::Ms => Some(Self::Ms),
+            TimeUnit::Us => Some(Self::Us),
+        }
+    }
+
+    fn fits(self, whole: i64) -> bool {
+        let per = self.per_second();
+        let n = i128::from(whole);
+        n >= PLAUSIBLE_SECONDS.start * per && n < PLAUSIBLE_SECONDS.end * per
+    }
+
+    /// The one scale in which `whole` is a plausible epoch time.
+    fn plausible(whole: i64) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.fits(whole))
+    }
+}
+
+fn parse_ts(raw: &str, unit: TimeUnit) -> Result<DateTime<Utc>, PayloadRejection> {
     if raw.starts_with('"') {
         let text: String = serde_json::from_str(raw).map_err(|_| PayloadRejection::BadTs)?;
         return DateTime::parse_from_rfc3339(&text)
             .map(|ts| ts.with_timezone(&Utc))
             .map_err(|_| PayloadRejection::BadTs);
     }
-    // Integer literals only: `1.7e12` or `1700000000000.5` are not whole
-    // milliseconds, and silently rounding them would hide a sensor bug.
-    let millis: i64 = raw.parse().map_err(|_| PayloadRejection::BadTs)?;
-    DateTime::from_timestamp_millis(millis).ok_or(PayloadRejection::BadTs)
+    let Some(scale) = Scale::of(unit) else {
+        // A number where RFC 3339 text is configured is a unit mistake;
+        // anything else (null, true, ...) is no timestamp at all.
+        return Err(
+            if raw.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
+                PayloadRejection::TimestampUnit
+            } else {
+                PayloadRejection::BadTs
+            },
+        );
+    };
+    // Integer literals only (seconds may carry a decimal fraction):
+    // `1.7e12` or `1700000000000.5` ms are not whole milliseconds, and
+    // silently rounding them would hide a sensor bug.
+    let (whole_text, fraction) = match raw.split_once('.') {
+        Some((whole, fraction)) if scale == Scale::S => (whole, Some(fraction)),
+        _ => (raw, None),
+    };
+    let whole: i64 = whole_text.parse().map_err(|_| PayloadRejection::BadTs)?;
+    if !scale.fits(whole) && Scale::plausible(whole).is_some() {
+        return Err(PayloadRejection::TimestampUnit);
+    }
+    let fraction_nanos = match fraction {
+        None => 0,
+        Some(digits) => {
+            if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|b| b.is_ascii_digit())
+            {
+                return Err(PayloadRejection::BadTs);
+            }
+            let padded = format!("{digits:0<9}");
+            padded
+                .parse::<i128>()
+                .map_err(|_| PayloadRejection::BadTs)?
+        }
+    };
+    let per_nano = 1_000_000_000 / scale.per_second();
+    let sign = if whole_text.starts_with('-') { -1 } else { 1 };
+    let nanos = i128::from(whole) * per_nano + sign * fraction_nanos;
+    let secs =
+        i64::try_from(nanos.div_euclid(1_000_000_000)).map_err(|_| PayloadRejection::BadTs)?;
+    let sub =
+        u32::try_from(nanos.rem_euclid(1_000_000_000)).map_err(|_| PayloadRejection::BadTs)?;
+    DateTime::from_timestamp(secs, sub).ok_or(PayloadRejection::BadTs)
 }
 
 fn parse_value(raw: &str) -> Result<f64, PayloadRejection> {
@@ -438,7 +650,177 @@ mod tests {
         );
     }
 
+    fn format(value: &str, ts: &str, unit: TimeUnit) -> PayloadFormat {
+        PayloadFormat::new(&PayloadMapping {
+            value: value.into(),
+            ts: ts.into(),
+            ts_unit: unit,
+        })
+    }
+
+    fn parse_as(format: &PayloadFormat, text: &str) -> Result<Payload, PayloadRejection> {
+        format.parse(text.as_bytes(), LIMIT)
+    }
+
+    #[test]
+    fn every_unit_reads_its_own_numbers_as_the_same_instant() {
+        let expected = Utc.with_ymd_and_hms(2026, 12, 2, 0, 55, 0).unwrap();
+        let s = expected.timestamp();
+        for (unit, number) in [
+            (TimeUnit::S, s.to_string()),
+            (TimeUnit::Ms, (s * 1_000).to_string()),
+            (TimeUnit::Us, (s * 1_000_000).to_string()),
+        ] {
+            let body = format!(r#"{{"ts": {number}, "value": 2}}"#);
+            let f = format("/value", "/ts", unit);
+            assert_eq!(parse_as(&f, &body).map(|p| p.ts), Ok(expected), "{unit}");
+            // RFC 3339 text names its own instant under every unit.
+            let text = r#"{"ts": "2026-12-02T01:55:00+01:00", "value": 2}"#;
+            assert_eq!(parse_as(&f, text).map(|p| p.ts), Ok(expected), "{unit}");
+        }
+        let rfc = format("/value", "/ts", TimeUnit::Rfc3339);
+        let text = r#"{"ts": "2026-12-02T00:55:00Z", "value": 2}"#;
+        assert_eq!(parse_as(&rfc, text).map(|p| p.ts), Ok(expected));
+    }
+
+    #[test]
+    fn epoch_seconds_may_carry_a_fraction_and_other_units_may_not() {
+        let f = format("/value", "/ts", TimeUnit::S);
+        let ts = parse_as(&f, r#"{"ts": 1764636900.25, "value": 1}"#)
+            .unwrap()
+            .ts;
+        assert_eq!(ts.timestamp_millis(), 1_764_636_900_250);
+        let ts = parse_as(&f, r#"{"ts": -0.5, "value": 1}"#).unwrap().ts;
+        assert_eq!(ts.timestamp_millis(), -500);
+        for bad in ["1764636900.1234567891", "1.7e9", "1764636900.5e0"] {
+            let body = format!(r#"{{"ts": {bad}, "value": 1}}"#);
+            assert_eq!(parse_as(&f, &body), Err(PayloadRejection::BadTs), "{bad}");
+        }
+        let ms = format("/value", "/ts", TimeUnit::Ms);
+        assert_eq!(
+            parse_as(&ms, r#"{"ts": 1764636900000.5, "value": 1}"#),
+            Err(PayloadRejection::BadTs)
+        );
+    }
+
+    #[test]
+    fn a_number_plausible_only_in_another_unit_is_a_timestamp_unit_rejection() {
+        let seconds = r#"{"ts": 1764636900, "value": 1}"#;
+        let millis = r#"{"ts": 1764636900000, "value": 1}"#;
+        let nanos = r#"{"ts": 1764636900000000000, "value": 1}"#;
+        let ms = PayloadFormat::default();
+        assert_eq!(parse_as(&ms, seconds), Err(PayloadRejection::TimestampUnit));
+        assert_eq!(ms.unit_hint(seconds.as_bytes()), Some("s"));
+        assert_eq!(parse_as(&ms, nanos), Err(PayloadRejection::TimestampUnit));
+        assert_eq!(ms.unit_hint(nanos.as_bytes()), Some("ns"));
+        let s = format("/value", "/ts", TimeUnit::S);
+        assert_eq!(parse_as(&s, millis), Err(PayloadRejection::TimestampUnit));
+        assert_eq!(s.unit_hint(millis.as_bytes()), Some("ms"));
+        let rfc = format("/value", "/ts", TimeUnit::Rfc3339);
+        assert_eq!(parse_as(&rfc, millis), Err(PayloadRejection::TimestampUnit));
+        assert_eq!(
+            parse_as(&rfc, r#"{"ts": null, "value": 1}"#),
+            Err(PayloadRejection::BadTs)
+        );
+        // Plausible in no unit: a 1970 date, left to alignment (too old).
+        for zero_ish in ["0", "1000", "86400000"] {
+            let body = format!(r#"{{"ts": {zero_ish}, "value": 1}}"#);
+            assert!(parse_as(&ms, &body).is_ok(), "{zero_ish}");
+        }
+    }
+
+    #[test]
+    fn top_level_pointers_keep_the_strict_shape_under_their_own_names() {
+        let f = format("/v", "/time~1utc", TimeUnit::Ms);
+        let ok = parse_as(&f, r#"{"time/utc": 1764636900000, "v": 3.5}"#).unwrap();
+        assert_eq!(ok.value, 3.5);
+        for (body, reason) in [
+            (
+                r#"{"time/utc": 1764636900000, "v": 3.5, "x": 1}"#,
+                PayloadRejection::UnknownField,
+            ),
+            (
+                r#"{"ts": 1764636900000, "value": 3.5}"#,
+                PayloadRejection::UnknownField,
+            ),
+            (
+                r#"{"time/utc": 1764636900000}"#,
+                PayloadRejection::MissingValue,
+            ),
+            (
+                r#"{"v": 1, "v": 2, "time/utc": 0}"#,
+                PayloadRejection::DuplicateField,
+            ),
+        ] {
+            assert_eq!(parse_as(&f, body), Err(reason), "{body}");
+        }
+    }
+
+    #[test]
+    fn nested_pointers_read_their_fields_and_ignore_the_rest() {
+        let f = format("/data/temperature", "/meta/time", TimeUnit::S);
+        let body = r#"{"device": "p7", "data": {"temperature": 21.5, "unit": "C"}, "meta": {"time": 1764636900}}"#;
+        let ok = parse_as(&f, body).unwrap();
+        assert_eq!((ok.value, ok.ts.timestamp()), (21.5, 1_764_636_900));
+        let arrays = format("/values/1", "/ts", TimeUnit::S);
+        let ok = parse_as(&arrays, r#"{"ts": 1764636900, "values": [1, 2]}"#).unwrap();
+        assert_eq!(ok.value, 2.0);
+        for (body, reason) in [
+            (
+                r#"{"data": {}, "meta": {"time": 1764636900}}"#,
+                PayloadRejection::MissingValue,
+            ),
+            (
+                r#"{"data": {"temperature": 1}}"#,
+                PayloadRejection::MissingTs,
+            ),
+            (
+                r#"{"data": {"temperature": "1"}, "meta": {"time": 1764636900}}"#,
+                PayloadRejection::ValueNotANumber,
+            ),
+            (
+                r#"{"data": {"temperature": 1}, "meta": {"time": 1764636900000}}"#,
+                PayloadRejection::TimestampUnit,
+            ),
+            (r#"7"#, PayloadRejection::NotAnObject),
+            (r#"{"data": "#, PayloadRejection::NotJson),
+        ] {
+            assert_eq!(parse_as(&f, body), Err(reason), "{body}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn a_plausible_time_parses_in_its_own_unit_and_is_named_a_unit_mistake_in_any_other(
+            // 2000-01-01 to 2100-01-01 in milliseconds.
+            millis in 946_684_800_000i64..4_102_444_800_000,
+            sent in 0usize..3,
+            configured in 0usize..4,
+            nested in any::<bool>(),
+        ) {
+            let units = [TimeUnit::S, TimeUnit::Ms, TimeUnit::Us, TimeUnit::Rfc3339];
+            let number = match sent {
+                0 => (millis / 1_000).to_string(),
+                1 => millis.to_string(),
+                _ => (millis * 1_000).to_string(),
+            };
+            let expected = DateTime::from_timestamp_millis(match sent {
+                0 => millis / 1_000 * 1_000,
+                _ => millis,
+            }).unwrap();
+            let (f, body) = if nested {
+                (format("/v/x", "/t/x", units[configured]), format!(r#"{{"t": {{"x": {number}}}, "v": {{"x": 1}}}}"#))
+            } else {
+                (format("/value", "/ts", units[configured]), format!(r#"{{"ts": {number}, "value": 1}}"#))
+            };
+            let parsed = parse_as(&f, &body).map(|p| p.ts);
+            if configured == sent {
+                prop_assert_eq!(parsed, Ok(expected));
+            } else {
+                prop_assert_eq!(parsed, Err(PayloadRejection::TimestampUnit));
+            }
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = parse_payload(&bytes, 128);
@@ -451,7 +833,8 @@ mod tests {
 
         #[test]
         fn valid_payloads_roundtrip(
-            millis in -62_000_000_000_000i64..250_000_000_000_000,
+            millis in (-62_000_000_000_000i64..250_000_000_000_000)
+                .prop_filter("not plausible epoch seconds", |ms| Scale::plausible(*ms).is_none()),
             nanos in 0u32..1_000_000,
             value in any::<f64>().prop_filter("finite", |v| v.is_finite()),
             as_text in any::<bool>(),

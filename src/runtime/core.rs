@@ -14,7 +14,9 @@ mod graph;
 #[cfg(test)]
 mod tests;
 use crate::{
-    align::{Admission, AlignError, AlignRejection, Aligner, Frame, Observation},
+    align::{
+        Admission, AlignError, AlignRejection, Aligner, AlignmentCounters, Frame, Observation,
+    },
     config::MonitorConfig,
     coverage::{CoverageHistory, GapCause},
     detector::{AlarmEvent, Detector, DetectorError, Outcome, Phase, Scored},
@@ -101,9 +103,6 @@ pub struct Step {
     pub coverage_changed: bool,
     /// Alarms and evidence to commit.
     pub results: PendingResults,
-    /// Values of earlier observations this one pushed out of the partial
-    /// frame for skew: rejections now (`skew`), no longer accepted.
-    pub dropped_for_skew: u64,
 }
 
 /// One monitor's complete model-side state.
@@ -204,8 +203,17 @@ impl MonitorCore {
         .map_err(|source| CoreError::Align { service_id, source })?;
         let mut coverage = state.coverage;
         coverage.record_restore(saved_at, now);
+        let mut counters = state.counters;
+        if state.partial_observations > 0 {
+            // Held at save time, received then: their fate is this restore.
+            let cleared = counters
+                .observations_rejected
+                .entry(RejectReason::PartialCleared.as_str().to_string())
+                .or_default();
+            *cleared = cleared.saturating_add(state.partial_observations);
+        }
         let recovery = RecoveryMetadata {
-            restored_processed_count: Some(state.counters.frames),
+            restored_processed_count: Some(counters.frames),
             // Partial frames are never saved: what was held is dropped.
             cleared_partial_observations: state.partial_observations,
         };
@@ -217,7 +225,7 @@ impl MonitorCore {
             open_alarm: state.open_alarm,
             engine,
             coverage,
-            counters: state.counters,
+            counters,
             recovery,
             suspended: false,
         })
@@ -327,38 +335,42 @@ impl MonitorCore {
             step.rejected = Some(self.reject(RejectReason::ModelStopped));
             return step;
         }
-        let skew_before = self.aligner.counters().skew;
+        let before = self.aligner.counters().clone();
         let admission = self.aligner.admit(observation, now);
-        let skewed = self.aligner.counters().skew.saturating_sub(skew_before);
-        let own = u64::from(matches!(
-            admission,
-            Admission::Rejected(AlignRejection::Skew)
-        ));
-        step.dropped_for_skew = skewed.saturating_sub(own);
-        if step.dropped_for_skew > 0 {
-            // Counted as accepted when they were held; they never reach a frame.
-            let dropped = step.dropped_for_skew;
-            self.counters.observations_accepted =
-                self.counters.observations_accepted.saturating_sub(dropped);
-            *self
-                .counters
-                .observations_rejected
-                .entry(RejectReason::Skew.as_str().to_string())
-                .or_default() += dropped;
-        }
+        // Every value the aligner discarded in this step (the observation
+        // itself, or held values it pushed out) gets its fate counted once.
+        self.count_alignment_fates(&before);
         match admission {
-            Admission::Rejected(reason) => {
-                step.rejected = Some(self.reject(reason.into()));
-            }
-            Admission::Held | Admission::Recorded => {
-                self.counters.observations_accepted += 1;
-            }
-            Admission::FrameReady(frame) => {
-                self.counters.observations_accepted += 1;
-                self.offer(frame, &mut step);
-            }
+            Admission::Rejected(reason) => step.rejected = Some(reason.into()),
+            // Waiting for the rest of its frame: neither accepted nor
+            // rejected yet (the snapshot counts it as held).
+            Admission::Held => {}
+            Admission::Recorded => self.counters.observations_accepted += 1,
+            Admission::FrameReady(frame) => self.offer(frame, &mut step),
         }
         step
+    }
+
+    /// Adds what alignment discarded since `before` to the rejections by
+    /// reason: rejected observations, held values expired, pushed out for
+    /// skew or superseded by a newer value of their reading.
+    fn count_alignment_fates(&mut self, before: &AlignmentCounters) {
+        let after = self.aligner.counters();
+        let superseded = after.superseded.saturating_sub(before.superseded);
+        let mut changes = [(RejectReason::Superseded, superseded); AlignRejection::ALL.len() + 1];
+        for (slot, reason) in changes.iter_mut().skip(1).zip(AlignRejection::ALL) {
+            *slot = (
+                reason.into(),
+                after
+                    .rejected(reason)
+                    .saturating_sub(before.rejected(reason)),
+            );
+        }
+        for (reason, count) in changes {
+            if count > 0 {
+                self.reject_many(reason, count);
+            }
+        }
     }
 
     /// Drops values that waited in a partial frame longer than the
@@ -366,11 +378,7 @@ impl MonitorCore {
     pub fn expire(&mut self, now: DateTime<Utc>) -> usize {
         let expired = self.aligner.expire(now);
         if expired > 0 {
-            *self
-                .counters
-                .observations_rejected
-                .entry(RejectReason::Expired.as_str().to_string())
-                .or_default() += expired as u64;
+            self.reject_many(RejectReason::Expired, expired as u64);
         }
         expired
     }
@@ -421,7 +429,10 @@ impl MonitorCore {
             return false;
         }
         self.suspended = false;
-        self.aligner.reset_partial();
+        let cleared = self.aligner.reset_partial();
+        if cleared > 0 {
+            self.reject_many(RejectReason::PartialCleared, cleared as u64);
+        }
         self.coverage.close_gap(GapCause::CheckpointStall, now)
     }
 
@@ -455,11 +466,23 @@ impl MonitorCore {
     }
 
     fn reject(&mut self, reason: RejectReason) -> RejectReason {
-        *self
-            .counters
-            .observations_rejected
-            .entry(reason.as_str().to_string())
-            .or_default() += 1;
+        self.reject_many(reason, 1);
+        reason
+    }
+
+    fn reject_many(&mut self, reason: RejectReason, count: u64) {
+        let rejected = &mut self.counters.observations_rejected;
+        match rejected.get_mut(reason.as_str()) {
+            Some(n) => *n = n.saturating_add(count),
+            None => {
+                rejected.insert(reason.as_str().to_string(), count);
+            }
+        }
+    }
+
+    /// Values of a complete frame the engine did not take: each counts.
+    fn refuse_frame(&mut self, reason: RejectReason, frame: &Frame) -> RejectReason {
+        self.reject_many(reason, frame.values.len() as u64);
         reason
     }
 
@@ -468,7 +491,7 @@ impl MonitorCore {
         let report = match &mut self.engine {
             Engine::Detector(detector) => match detector.process(&frame) {
                 Outcome::Rejected(rejection) => {
-                    step.rejected = Some(self.reject(RejectReason::FrameRejected));
+                    step.rejected = Some(self.refuse_frame(RejectReason::FrameRejected, &frame));
                     tracing::warn!(
                         monitor_id = %self.service_id,
                         error = %rejection,
@@ -490,7 +513,7 @@ impl MonitorCore {
                     return;
                 }
                 GraphFrame::Refused => {
-                    step.rejected = Some(self.reject(RejectReason::ModelStopped));
+                    step.rejected = Some(self.refuse_frame(RejectReason::ModelStopped, &frame));
                     return;
                 }
             },
@@ -500,6 +523,7 @@ impl MonitorCore {
             self.record_graph(report, step);
         }
         self.counters.frames += 1;
+        self.counters.observations_accepted += frame.values.len() as u64;
         step.coverage_changed |= self.coverage.record_frame(frame.ts);
         let after = self.phase();
         if after != before || graph_phase_changed {

@@ -41,6 +41,46 @@ pub struct Inspection {
     pub coverage: Option<CoverageHistory>,
     pub watermarks: Option<Watermarks>,
     pub recovery: Option<RecoveryMetadata>,
+    /// Where every received observation went, from authentic bytes.
+    pub fates: Option<ObservationFates>,
+}
+
+/// Every observation's fate at save time: `received` equals `accepted`
+/// (values of the frames the detector took, plus optional readings) plus
+/// each rejection reason (superseded, expired, skew, partial_cleared and
+/// the admission reasons) plus `held` (waiting in the partial frame).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObservationFates {
+    pub received: u64,
+    pub accepted: u64,
+    pub rejected: u64,
+    pub held: u64,
+    /// `received - accepted - rejected - held`; 0 when every observation
+    /// is accounted for.
+    pub unaccounted: i128,
+}
+
+impl ObservationFates {
+    pub fn of(state: &ManagedState) -> Self {
+        let c = &state.counters;
+        let rejected = c
+            .observations_rejected
+            .values()
+            .fold(0u64, |sum, n| sum.saturating_add(*n));
+        let received = c.observations_received;
+        let accepted = c.observations_accepted;
+        let held = state.partial_observations;
+        Self {
+            received,
+            accepted,
+            rejected,
+            held,
+            unaccounted: i128::from(received)
+                - i128::from(accepted)
+                - i128::from(rejected)
+                - i128::from(held),
+        }
+    }
 }
 
 /// The signed envelope, in printable form.
@@ -101,6 +141,7 @@ impl Inspection {
             coverage: None,
             watermarks: None,
             recovery: None,
+            fates: None,
         }
     }
 
@@ -175,6 +216,7 @@ impl Inspection {
     }
 
     fn show(&mut self, state: ManagedState) {
+        self.fates = Some(ObservationFates::of(&state));
         self.counters = Some(state.counters);
         self.coverage = Some(state.coverage);
         self.watermarks = Some(state.watermarks);

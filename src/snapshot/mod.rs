@@ -22,7 +22,7 @@ mod state;
 mod versions;
 
 pub use envelope::{Envelope, EnvelopeError};
-pub use inspect::{EnvelopeView, Inspection, UnverifiedColumns};
+pub use inspect::{EnvelopeView, Inspection, ObservationFates, UnverifiedColumns};
 pub use key::CheckpointKey;
 pub use outcome::{
     CorruptReason, Corrupted, GraphChange, Incompatible, IncompatibleReason, LoadOutcome, Restored,

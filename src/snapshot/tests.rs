@@ -31,6 +31,7 @@ fn monitor() -> MonitorConfig {
         alignment: AlignmentPolicy::default(),
         detector: DetectorSettings::default(),
         graph: None,
+        payload: None,
     }
 }
 

@@ -29,6 +29,10 @@ pub struct HealthRecord {
     pub recovery: Option<serde_json::Value>,
     pub coverage: Option<serde_json::Value>,
     pub last_error: Option<String>,
+    /// Per required reading, when its newest accepted observation was
+    /// received (this worker's clock; `None` before the first). Stored
+    /// moved onto the database's clock like `last_checkpoint_at`.
+    pub readings_seen: Vec<(String, Option<DateTime<Utc>>)>,
     /// This worker's clock when the record was taken. The row stores the
     /// database's time instead (and `last_checkpoint_at` moved onto the
     /// database's clock by the age this worker measured), so that status
@@ -63,8 +67,10 @@ pub struct HealthReporter {
 const UPSERT: &str = "
 INSERT INTO radar_operational_status (service_id, worker_id, state, phase, connected,
     processed_count, last_checkpoint_at, fencing_token, ownership, recovery, coverage,
-    last_error, heartbeat_at)
-SELECT $1, $2, $3, $4, $5, $6, now() - ($13 - $7), $8, $9, $10, $11, $12, now()
+    last_error, heartbeat_at, reading_seen_at)
+SELECT $1, $2, $3, $4, $5, $6, now() - ($13 - $7), $8, $9, $10, $11, $12, now(),
+    (SELECT jsonb_object_agg(r.name, now() - ($13 - r.at))
+     FROM unnest($15::text[], $16::timestamptz[]) AS r(name, at))
 WHERE {condition}
 ON CONFLICT (service_id) DO UPDATE SET
     worker_id = EXCLUDED.worker_id, state = EXCLUDED.state, phase = EXCLUDED.phase,
@@ -72,7 +78,7 @@ ON CONFLICT (service_id) DO UPDATE SET
     last_checkpoint_at = EXCLUDED.last_checkpoint_at, fencing_token = EXCLUDED.fencing_token,
     ownership = EXCLUDED.ownership, recovery = EXCLUDED.recovery,
     coverage = EXCLUDED.coverage, last_error = EXCLUDED.last_error,
-    heartbeat_at = EXCLUDED.heartbeat_at";
+    heartbeat_at = EXCLUDED.heartbeat_at, reading_seen_at = EXCLUDED.reading_seen_at";
 
 const OWNED: &str = "EXISTS (SELECT 1 FROM radar_runtime_checkpoints
     WHERE service_id = $1 AND signature = ANY($14))";
@@ -184,7 +190,11 @@ async fn write_status(
         .bind::<Nullable<Jsonb>, _>(record.coverage.clone())
         .bind::<Nullable<Text>, _>(record.last_error.clone())
         .bind::<Timestamptz, _>(record.heartbeat_at);
-    let query = bind_condition(query);
+    let (names, seen): (Vec<String>, Vec<Option<DateTime<Utc>>>) =
+        record.readings_seen.iter().cloned().unzip();
+    let query = bind_condition(query)
+        .bind::<Array<Text>, _>(names)
+        .bind::<Array<Nullable<Timestamptz>>, _>(seen);
     store
         .bounded(async {
             let mut conn = checkout(store.pool()).await?;

@@ -73,6 +73,7 @@ diesel::table! {
         coverage -> Nullable<Jsonb>,
         last_error -> Nullable<Text>,
         heartbeat_at -> Timestamptz,
+        reading_seen_at -> Nullable<Jsonb>,
     }
 }
 

@@ -32,6 +32,9 @@ pub struct StatusRow {
     pub recovery: Option<serde_json::Value>,
     pub coverage: Option<serde_json::Value>,
     pub last_error: Option<String>,
+    /// Per required reading, when its newest accepted observation was
+    /// received, on the database's clock (`null` before the first).
+    pub reading_seen_at: Option<serde_json::Value>,
 }
 
 type Joined = (
@@ -51,6 +54,7 @@ type Joined = (
         Option<serde_json::Value>,
         Option<String>,
         DateTime<Utc>,
+        Option<serde_json::Value>,
     )>,
 );
 
@@ -144,6 +148,7 @@ pub async fn list_status(pool: &Pool, include_retired: bool) -> Result<Vec<Statu
                 status::coverage,
                 status::last_error,
                 status::heartbeat_at,
+                status::reading_seen_at,
             )
                 .nullable(),
         ))
@@ -173,6 +178,7 @@ fn to_row((id, name, retired_at, reported): Joined) -> StatusRow {
         recovery: None,
         coverage: None,
         last_error: None,
+        reading_seen_at: None,
     };
     if let Some((
         worker,
@@ -187,6 +193,7 @@ fn to_row((id, name, retired_at, reported): Joined) -> StatusRow {
         coverage,
         error,
         heartbeat,
+        seen,
     )) = reported
     {
         row.worker_id = Some(worker);
@@ -201,6 +208,7 @@ fn to_row((id, name, retired_at, reported): Joined) -> StatusRow {
         row.coverage = coverage;
         row.last_error = error;
         row.heartbeat_at = Some(heartbeat);
+        row.reading_seen_at = seen;
     }
     row
 }

@@ -95,6 +95,12 @@ impl MonitorTelemetry {
         self.slot.queue_depth.store(depth as u64, Ordering::Relaxed);
     }
 
+    /// Values waiting in the partial frame, so that received equals
+    /// accepted plus rejected (by reason) plus these.
+    pub fn set_held_values(&self, held: usize) {
+        self.slot.held_values.store(held as u64, Ordering::Relaxed);
+    }
+
     pub fn set_queue_capacity(&self, capacity: usize) {
         self.slot
             .queue_capacity

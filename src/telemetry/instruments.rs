@@ -152,6 +152,9 @@ impl Instruments {
                     o.observe(capacity, &v.attrs)
                 }
             }),
+            u64_gauge(meter, board, Metric::PartialFrameValues, |v, o| {
+                o.observe(v.held_values, &v.attrs)
+            }),
             u64_gauge(meter, board, Metric::OwnershipHeld, |v, o| {
                 o.observe(u64::from(v.ownership_held), &v.attrs)
             }),

@@ -64,6 +64,8 @@ label_enum! {
         BadTs => "bad_ts",
         ValueNotANumber => "value_not_a_number",
         ValueNotFinite => "value_not_finite",
+        /// A numeric source time that cannot be in the `[payload]` unit.
+        TimestampUnit => "timestamp_unit",
         UnknownReading => "unknown_reading",
         /// At or below its reading's watermark (already seen or replayed).
         Stale => "stale",
@@ -72,10 +74,17 @@ label_enum! {
         /// A held value outlived the freshness limit.
         Expired => "expired",
         Skew => "skew",
+        /// A held value replaced by a newer one of its reading before its
+        /// frame completed.
+        Superseded => "superseded",
+        /// A held value discarded with the partial frame: by a restore (the
+        /// partial frame is never saved) or when a checkpoint stall ends.
+        PartialCleared => "partial_cleared",
         /// The model is not advancing (checkpoint stall) or the monitor is
         /// terminal (ownership lost, quarantined), so new input is refused.
         ModelStopped => "model_stopped",
-        /// The detector refused a complete frame (wrong width, non-finite value).
+        /// The detector refused a complete frame (wrong width, non-finite
+        /// value); each of the frame's values counts.
         FrameRejected => "frame_rejected",
     }
 }
@@ -156,6 +165,7 @@ impl From<PayloadRejection> for RejectReason {
             PayloadRejection::ValueNotANumber => Self::ValueNotANumber,
             PayloadRejection::ValueNotFinite => Self::ValueNotFinite,
             PayloadRejection::UnknownTopic => Self::UnknownTopic,
+            PayloadRejection::TimestampUnit => Self::TimestampUnit,
         }
     }
 }

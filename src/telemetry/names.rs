@@ -17,6 +17,7 @@ pub enum Metric {
     AlarmsClosed,
     IngressQueueDepth,
     IngressQueueCapacity,
+    PartialFrameValues,
     ModelOperationDuration,
     CheckpointCommits,
     CheckpointFailures,
@@ -49,7 +50,7 @@ pub enum Kind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 28] = [
+    pub const ALL: [Metric; 29] = [
         Self::ObservationsReceived,
         Self::ObservationsAccepted,
         Self::ObservationsRejected,
@@ -60,6 +61,7 @@ impl Metric {
         Self::AlarmsClosed,
         Self::IngressQueueDepth,
         Self::IngressQueueCapacity,
+        Self::PartialFrameValues,
         Self::ModelOperationDuration,
         Self::CheckpointCommits,
         Self::CheckpointFailures,
@@ -98,6 +100,7 @@ impl Metric {
             Self::CheckpointFailures => "radar.checkpoint.failures",
             Self::CheckpointDuration => "radar.checkpoint.duration",
             Self::CheckpointSize => "radar.checkpoint.size",
+            Self::PartialFrameValues => "radar.partial_frame.values",
             Self::SnapshotAge => "radar.snapshot.age",
             Self::ReadingAge => "radar.reading.age",
             Self::OwnershipHeld => "radar.ownership.held",
@@ -122,6 +125,7 @@ impl Metric {
             | Self::ObservationsRejected
             | Self::IngressQueueDepth
             | Self::IngressQueueCapacity
+            | Self::PartialFrameValues
             | Self::RecoveryRestoredProcessed
             | Self::RecoveryStaleRejected => "{observation}",
             Self::FramesEmitted | Self::FramesFlagged | Self::RecoveryPartialFramesCleared => {
@@ -166,6 +170,7 @@ impl Metric {
             | Self::CheckpointSize => Kind::Histogram,
             Self::IngressQueueDepth
             | Self::IngressQueueCapacity
+            | Self::PartialFrameValues
             | Self::SnapshotAge
             | Self::ReadingAge
             | Self::OwnershipHeld
@@ -191,6 +196,9 @@ impl Metric {
             Self::AlarmsClosed => "Alarms closed after the detector returned to normal",
             Self::IngressQueueDepth => "Observations waiting in the bounded ingress queue",
             Self::IngressQueueCapacity => "Capacity of the bounded ingress queue",
+            Self::PartialFrameValues => {
+                "Values waiting in the partial frame for the rest of their frame"
+            }
             Self::ModelOperationDuration => "Time the model thread spent per operation",
             Self::CheckpointCommits => "Snapshots committed, by trigger",
             Self::CheckpointFailures => "Checkpoint attempts that did not commit, by reason",

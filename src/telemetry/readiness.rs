@@ -66,6 +66,7 @@ pub(crate) struct Slot {
     pub queue_depth: AtomicU64,
     pub queue_capacity: AtomicU64,
     pub stale_rejected: AtomicU64,
+    pub held_values: AtomicU64,
 }
 
 impl Slot {
@@ -84,6 +85,7 @@ impl Slot {
             queue_depth: AtomicU64::new(0),
             queue_capacity: AtomicU64::new(0),
             stale_rejected: AtomicU64::new(0),
+            held_values: AtomicU64::new(0),
         }
     }
 
@@ -135,6 +137,7 @@ impl Slot {
                 })
                 .collect(),
             stale_rejected: self.stale_rejected.load(Ordering::Relaxed),
+            held_values: self.held_values.load(Ordering::Relaxed),
         }
     }
 }
@@ -161,6 +164,8 @@ pub struct MonitorView {
     pub reading_ages: Vec<(String, Option<Duration>)>,
     /// Observations at or below a watermark since the monitor started.
     pub stale_rejected: u64,
+    /// Values waiting in the partial frame.
+    pub held_values: u64,
 }
 
 /// Every admitted monitor of this worker, and what keeps the worker as a

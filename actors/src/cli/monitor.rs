@@ -18,6 +18,13 @@ pub enum MonitorCommand {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Check a monitor file without storing it (no database needed): prints
+    /// `valid` or every bad field.
+    Validate {
+        /// The monitor's TOML file (see config/monitors/).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// List monitors (active ones unless --all).
     List {
         /// Include retired monitors.
@@ -47,6 +54,14 @@ pub enum MonitorCommand {
 }
 
 pub async fn run(command: MonitorCommand, settings: &Settings) -> anyhow::Result<ExitCode> {
+    if let MonitorCommand::Validate { config } = &command {
+        let text = std::fs::read_to_string(config)
+            .with_context(|| format!("reading monitor file {}", config.display()))?;
+        MonitorConfig::from_toml(&text)
+            .with_context(|| format!("invalid monitor file {}", config.display()))?;
+        println!("valid");
+        return Ok(ExitCode::SUCCESS);
+    }
     if let MonitorCommand::Create { config } = &command {
         // Validate before touching the database, so a bad file fails fast.
         let text = std::fs::read_to_string(config)
@@ -66,6 +81,8 @@ pub async fn run(command: MonitorCommand, settings: &Settings) -> anyhow::Result
             tracing::info!(monitor_id = %id, name = %monitor.name, "Created monitor");
             println!("{id}");
         }
+        // Answered above, before any database work.
+        MonitorCommand::Validate { .. } => {}
         MonitorCommand::List { all, json } => {
             let rows = services.list(all).await?;
             if json {

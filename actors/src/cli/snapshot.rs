@@ -118,6 +118,21 @@ fn render(i: &Inspection) -> String {
             c.frames, c.frames_flagged, c.alarms_opened
         );
     }
+    if let Some(f) = &i.fates {
+        let _ = writeln!(
+            out,
+            "  fates: {} received = {} accepted + {} rejected + {} held{}",
+            f.received,
+            f.accepted,
+            f.rejected,
+            f.held,
+            if f.unaccounted == 0 {
+                String::new()
+            } else {
+                format!(" ({} unaccounted)", f.unaccounted)
+            }
+        );
+    }
     if let Some(cov) = &i.coverage {
         let show = |t: Option<chrono::DateTime<chrono::Utc>>| {
             t.map_or("-".to_string(), |t| t.to_rfc3339())

@@ -31,6 +31,9 @@ struct StatusJson<'a> {
     last_checkpoint_age_seconds: Option<i64>,
     heartbeat_stale: bool,
     coverage_gaps: usize,
+    /// Per required reading, the age of its newest accepted observation on
+    /// the database's clock; `null` before the first one.
+    reading_ages_seconds: std::collections::BTreeMap<String, Option<i64>>,
 }
 
 pub async fn run(args: StatusArgs, settings: &Settings) -> anyhow::Result<ExitCode> {
@@ -49,6 +52,7 @@ pub async fn run(args: StatusArgs, settings: &Settings) -> anyhow::Result<ExitCo
                 last_checkpoint_age_seconds: age(row.last_checkpoint_at, now),
                 heartbeat_stale: heartbeat_age.is_some_and(|a| a > STALE_HEARTBEAT_SECONDS),
                 coverage_gaps: gap_count(row),
+                reading_ages_seconds: reading_ages(row, now),
             }
         })
         .collect();
@@ -62,6 +66,36 @@ pub async fn run(args: StatusArgs, settings: &Settings) -> anyhow::Result<ExitCo
 
 fn age(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<i64> {
     at.map(|t| (now - t).num_seconds())
+}
+
+fn reading_ages(
+    row: &StatusRow,
+    now: DateTime<Utc>,
+) -> std::collections::BTreeMap<String, Option<i64>> {
+    let Some(seen) = row.reading_seen_at.as_ref().and_then(|v| v.as_object()) else {
+        return Default::default();
+    };
+    seen.iter()
+        .map(|(reading, at)| {
+            let at = at.as_str().and_then(|t| t.parse::<DateTime<Utc>>().ok());
+            (reading.clone(), age(at, now))
+        })
+        .collect()
+}
+
+/// The most silent reading: `pressure 3s`, `flow never`, or `-` without
+/// a report.
+fn oldest_reading(ages: &std::collections::BTreeMap<String, Option<i64>>) -> String {
+    let never = ages.iter().find(|(_, age)| age.is_none());
+    if let Some((reading, _)) = never {
+        return format!("{reading} never");
+    }
+    ages.iter()
+        .filter_map(|(reading, age)| age.map(|a| (a, reading)))
+        .max()
+        .map_or("-".to_string(), |(a, reading)| {
+            format!("{reading} {}", seconds(Some(a)))
+        })
 }
 
 fn gap_count(row: &StatusRow) -> usize {
@@ -87,7 +121,7 @@ fn print_table(views: &[StatusJson]) {
         return;
     }
     println!(
-        "{:<20} {:<15} {:<12} {:<5} {:>10} {:>6} {:>4} {:<20} {:<10} {:<9} {:>9}  LAST ERROR",
+        "{:<20} {:<15} {:<12} {:<5} {:>10} {:>6} {:>4} {:<16} {:<20} {:<10} {:<9} {:>9}  LAST ERROR",
         "MONITOR",
         "STATE",
         "PHASE",
@@ -95,6 +129,7 @@ fn print_table(views: &[StatusJson]) {
         "PROCESSED",
         "CKPT",
         "GAPS",
+        "READING AGE",
         "WORKER",
         "TOKEN",
         "OWNERSHIP",
@@ -108,7 +143,7 @@ fn print_table(views: &[StatusJson]) {
             seconds(v.heartbeat_age_seconds)
         };
         println!(
-            "{:<20} {:<15} {:<12} {:<5} {:>10} {:>6} {:>4} {:<20} {:<10} {:<9} {:>9}  {}",
+            "{:<20} {:<15} {:<12} {:<5} {:>10} {:>6} {:>4} {:<16} {:<20} {:<10} {:<9} {:>9}  {}",
             truncate(&row.name, 20),
             truncate(&row.state, 15),
             row.phase.as_deref().unwrap_or("-"),
@@ -116,6 +151,7 @@ fn print_table(views: &[StatusJson]) {
             row.processed_count,
             seconds(v.last_checkpoint_age_seconds),
             v.coverage_gaps,
+            truncate(&oldest_reading(&v.reading_ages_seconds), 16),
             truncate(row.worker_id.as_deref().unwrap_or("-"), 20),
             row.fencing_token.as_deref().unwrap_or("-"),
             row.ownership.as_deref().unwrap_or("-"),

@@ -180,6 +180,7 @@ impl HealthActor {
             recovery: serde_json::to_value(&*model.recovery).ok(),
             coverage: serde_json::to_value(&*model.coverage).ok(),
             last_error,
+            readings_seen: model.readings_seen.clone(),
             heartbeat_at: Utc::now(),
         }
     }

@@ -17,9 +17,9 @@ use radar::{
     telemetry::{DetectorPhase, ModelOperation, MonitorTelemetry, RejectReason, events},
 };
 use radar::{
-    mqtt::{ConnectionEvent, RawMessage},
+    mqtt::{ConnectionEvent, RawMessage, payload::PayloadFormat},
     runtime::{CheckpointPolicy, MonitorCore, Silence, SilenceChange, Step, Trigger},
-    snapshot::{CheckpointKey, SealedSnapshot, SnapshotBinding, seal},
+    snapshot::{CheckpointKey, ProcessingCounters, SealedSnapshot, SnapshotBinding, seal},
 };
 use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
@@ -39,50 +39,77 @@ use crate::worker::{Notice, Observer};
 /// checkpoint timeout, freshness expiry).
 const TICK: Duration = Duration::from_secs(1);
 
+/// At most one `timestamp_unit` log line per monitor this often; the
+/// rejections are counted in the metrics every batch regardless.
+const UNIT_WARNING_EVERY: Duration = Duration::from_secs(60);
+
 /// The most queued messages handled in one turn of the model actor. What is
 /// waiting is taken at once (never waited for), so a busy monitor pays the
 /// per-turn costs (metrics, view, span) once per batch, an idle one per
 /// message.
 const BATCH: usize = 256;
 
-/// Per-observation counts of one batch, recorded in the metrics once per
-/// batch instead of once per message.
+/// The part of the model's processing counters the metrics have been told,
+/// so each batch records only the difference, once per batch instead of
+/// once per message. Diffing the counters (rather than tallying each step)
+/// also catches values whose fate is decided later than their arrival:
+/// superseded, expired or pushed out of a partial frame.
 #[derive(Debug, Default)]
 struct Tally {
     received: u64,
     accepted: u64,
     frames: u64,
-    rejected: Vec<(RejectReason, u64)>,
+    rejected: std::collections::BTreeMap<String, u64>,
 }
 
 impl Tally {
-    fn reject(&mut self, reason: RejectReason) {
-        match self.rejected.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, count)) => *count += 1,
-            None => self.rejected.push((reason, 1)),
+    /// Starts from `counters` (restored ones were reported by an earlier
+    /// process, so this one's metrics start at zero).
+    fn from(counters: &ProcessingCounters) -> Self {
+        Self {
+            received: counters.observations_received,
+            accepted: counters.observations_accepted,
+            frames: counters.frames,
+            rejected: counters.observations_rejected.clone(),
         }
     }
 
-    fn flush(&mut self, m: &MonitorTelemetry) {
-        let Tally {
-            received,
-            accepted,
-            frames,
-            rejected,
-        } = std::mem::take(self);
+    fn flush(&mut self, counters: &ProcessingCounters, m: &MonitorTelemetry) {
+        let step = |told: &mut u64, now: u64| now.saturating_sub(std::mem::replace(told, now));
+        let received = step(&mut self.received, counters.observations_received);
         if received > 0 {
             m.emit(events::ObservationsReceived { count: received });
         }
+        let accepted = step(&mut self.accepted, counters.observations_accepted);
         if accepted > 0 {
             m.emit(events::ObservationsAccepted { count: accepted });
         }
-        for (reason, count) in rejected {
-            m.emit(events::ObservationsRejected { reason, count });
+        for (label, &now) in &counters.observations_rejected {
+            let told = match self.rejected.get_mut(label) {
+                Some(told) => told,
+                None => self.rejected.entry(label.clone()).or_default(),
+            };
+            let count = step(told, now);
+            if count > 0
+                && let Some(&reason) = RejectReason::ALL.iter().find(|r| r.as_str() == label)
+            {
+                m.emit(events::ObservationsRejected { reason, count });
+            }
         }
+        let frames = step(&mut self.frames, counters.frames);
         if frames > 0 {
             m.emit(events::FramesEmitted { count: frames });
         }
     }
+}
+
+/// `timestamp_unit` rejections not yet logged, for one aggregated line.
+#[derive(Debug, Default)]
+struct UnitMismatches {
+    /// The reading and the unit of the first rejection since the last line.
+    first: Option<(usize, Option<&'static str>)>,
+    count: u64,
+    logged_at: Option<Instant>,
 }
 
 pub struct ModelActor {
@@ -90,6 +117,9 @@ pub struct ModelActor {
     binding: SnapshotBinding,
     key: Arc<CheckpointKey>,
     max_payload_bytes: usize,
+    /// The monitor's `[payload]` table, compiled once.
+    format: PayloadFormat,
+    unit_mismatches: UnitMismatches,
     policy: CheckpointPolicy,
     checkpoint: Addr<CheckpointActor>,
     monitor: Addr<MonitorActor>,
@@ -105,7 +135,7 @@ pub struct ModelActor {
     /// A terminal state: no scoring, no snapshot, ever.
     halted: bool,
     metrics: MonitorTelemetry,
-    /// Counts of the batch being handled, not yet in the metrics.
+    /// What the metrics were last told of the core's counters.
     tally: Tally,
     /// Restored and still waiting for the first new frame, which measures
     /// the possible coverage gap since the snapshot's save time.
@@ -135,6 +165,8 @@ impl ModelActor {
         let coverage = Arc::new(setup.core.coverage().clone());
         let recovery = Arc::new(setup.core.recovery().clone());
         let silence_watch = Silence::new(setup.core.config());
+        let format = PayloadFormat::of(setup.core.config().payload.as_ref());
+        let tally = Tally::from(setup.core.counters());
         let mut actor = Self {
             coverage,
             recovery,
@@ -142,6 +174,8 @@ impl ModelActor {
             binding: setup.binding,
             key: setup.key,
             max_payload_bytes: setup.max_payload_bytes,
+            format,
+            unit_mismatches: UnitMismatches::default(),
             policy: setup.policy,
             checkpoint: setup.checkpoint,
             monitor: setup.monitor,
@@ -153,7 +187,7 @@ impl ModelActor {
             gap_pending_since: None,
             silence: silence_watch,
             metrics: setup.metrics,
-            tally: Tally::default(),
+            tally,
             span: setup.span,
         };
         actor.gap_pending_since = actor.core.recovery().restored_processed_count.and(
@@ -219,14 +253,17 @@ impl ModelActor {
             }
             self.coverage = now;
         }
-        let view = view_of(
+        let mut view = view_of(
             &self.core,
             self.consumed,
             self.coverage.clone(),
             self.recovery.clone(),
             self.no_data(),
         );
-        self.metrics.set_last_accepted(self.silence.last_accepted());
+        view.readings_seen = self.silence.last_accepted();
+        self.metrics.set_last_accepted(view.readings_seen.clone());
+        self.metrics
+            .set_held_values(self.core.aligner().held_values());
         self.view.send_replace(view);
     }
 
@@ -258,6 +295,36 @@ impl ModelActor {
         }
     }
 
+    /// One line for the `timestamp_unit` rejections since the last one, at
+    /// most every [`UNIT_WARNING_EVERY`].
+    fn log_unit_mismatches(&mut self) {
+        let m = &mut self.unit_mismatches;
+        let Some((reading, looks_like)) = m.first else {
+            return;
+        };
+        if m.logged_at
+            .is_some_and(|at| at.elapsed() < UNIT_WARNING_EVERY)
+        {
+            return;
+        }
+        let name = self
+            .core
+            .config()
+            .readings
+            .get(reading)
+            .map_or("?", |r| r.name.as_str());
+        self.metrics.emit(events::TimestampUnitMismatch {
+            reading: name,
+            configured: self.format.unit().as_str(),
+            looks_like,
+            count: m.count,
+        });
+        *m = UnitMismatches {
+            logged_at: Some(Instant::now()),
+            ..UnitMismatches::default()
+        };
+    }
+
     /// A graph node failed uncertainly: nothing is sealed or scored again.
     fn quarantined(&self) -> bool {
         self.core.quarantine().is_some()
@@ -273,23 +340,12 @@ impl ModelActor {
     }
 
     fn record(&mut self, step: &Step) {
-        self.tally.received += 1;
-        match step.rejected {
-            Some(reason) => self.tally.reject(reason),
-            None => self.tally.accepted += 1,
-        }
-        for _ in 0..step.dropped_for_skew {
-            // Held earlier and counted accepted then, usually in this batch.
-            self.tally.reject(RejectReason::Skew);
-            self.tally.accepted = self.tally.accepted.saturating_sub(1);
-        }
         let m = &self.metrics;
-        if let Some(frame) = &step.frame {
-            self.tally.frames += 1;
-            if let Some(saved_at) = self.gap_pending_since.take() {
-                let gap = (frame.ts - saved_at).to_std().unwrap_or_default();
-                m.emit(events::PossibleGapMeasured { gap });
-            }
+        if let Some(frame) = &step.frame
+            && let Some(saved_at) = self.gap_pending_since.take()
+        {
+            let gap = (frame.ts - saved_at).to_std().unwrap_or_default();
+            m.emit(events::PossibleGapMeasured { gap });
         }
         if let Some(verdict) = &step.verdict {
             m.emit(events::FrameScored {
@@ -365,13 +421,10 @@ impl ModelActor {
         }
         let now = Instant::now();
         let wall = Utc::now();
-        let expired = self.core.expire(wall);
-        if expired > 0 {
-            self.metrics.emit(events::ObservationsRejected {
-                reason: RejectReason::Expired,
-                count: expired as u64,
-            });
-        }
+        // Expired values (and values cleared when a stall ended) reach the
+        // metrics through the counters.
+        self.core.expire(wall);
+        self.tally.flush(self.core.counters(), &self.metrics);
         if self.policy.stalled(now) && !self.core.is_suspended() {
             tracing::warn!(
                 monitor_id = %self.core.service_id(),
@@ -408,7 +461,14 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
             }
             self.consumed += 1;
             let now = message.processing_time(Instant::now());
-            let parsed = message.observation(self.max_payload_bytes);
+            let parsed = message.observation(&self.format, self.max_payload_bytes);
+            if parsed == Err(radar::mqtt::payload::PayloadRejection::TimestampUnit) {
+                let m = &mut self.unit_mismatches;
+                m.count += 1;
+                if m.first.is_none() {
+                    m.first = Some((message.reading, self.format.unit_hint(&message.payload)));
+                }
+            }
             let reading = parsed.as_ref().ok().map(|o| (o.reading, o.received_at));
             let step = self.core.ingest(parsed, now);
             if step.rejected.is_none()
@@ -423,7 +483,8 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
             self.record(&step);
             self.after_step(step);
         }
-        self.tally.flush(&self.metrics);
+        self.tally.flush(self.core.counters(), &self.metrics);
+        self.log_unit_mismatches();
         self.publish();
     }
 
@@ -605,5 +666,6 @@ fn view_of(
         }),
         coverage,
         recovery,
+        readings_seen: Vec::new(),
     }
 }

@@ -449,6 +449,7 @@ async fn persist_unowned(
         recovery: None,
         coverage: None,
         last_error: Some(reason.to_string()),
+        readings_seen: Vec::new(),
         heartbeat_at: Utc::now(),
     };
     if let Err(e) = store.report_unowned(id, seen, &record).await {

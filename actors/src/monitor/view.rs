@@ -24,6 +24,9 @@ pub struct ModelView {
     pub no_data: Option<String>,
     pub coverage: Arc<CoverageHistory>,
     pub recovery: Arc<RecoveryMetadata>,
+    /// Per required reading, when its newest accepted observation was
+    /// received (`None` before the first), for the status row.
+    pub readings_seen: Vec<(String, Option<DateTime<Utc>>)>,
 }
 
 /// Who may write this monitor's rows.

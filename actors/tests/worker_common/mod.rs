@@ -83,9 +83,19 @@ impl Harness {
 
     /// Creates a monitor through the CLI; returns its id and topic prefix.
     pub fn create_monitor(&self, name: &str) -> (Uuid, String) {
+        self.create_monitor_edited(name, |toml| toml)
+    }
+
+    /// Like [`Harness::create_monitor`], with the monitor file's text
+    /// (from [`monitor_toml`]) passed through `edit` first.
+    pub fn create_monitor_edited(
+        &self,
+        name: &str,
+        edit: impl FnOnce(String) -> String,
+    ) -> (Uuid, String) {
         let prefix = broker::unique_prefix();
         let path = self.dir.path().join(format!("{name}.toml"));
-        fs::write(&path, monitor_toml(name, &prefix)).expect("write monitor file");
+        fs::write(&path, edit(monitor_toml(name, &prefix))).expect("write monitor file");
         let out = self.radar(&["monitor", "create", "--config", &path.display().to_string()]);
         assert!(
             out.status.success(),

@@ -186,13 +186,21 @@ fn the_watermark_rejects_at_and_below_it_and_admits_one_millisecond_above() {
 }
 
 #[test]
-fn a_stale_replay_is_counted_as_stale_even_when_it_is_also_too_old() {
+fn a_replay_older_than_the_maximum_age_is_too_old_even_though_it_is_also_stale() {
     let mut aligner = aligner();
     admit_now(&mut aligner, A, 0, 1.0);
+    // At the watermark and 60 s old: too old wins, whatever the watermark says.
     assert_eq!(
         aligner.admit(obs(A, 0, 60_000, 1.0), t(60_000)),
+        Admission::Rejected(AlignRejection::TooOld)
+    );
+    // The same replay within the maximum age is stale.
+    assert_eq!(
+        aligner.admit(obs(A, 0, 30_000, 1.0), t(30_000)),
         Admission::Rejected(AlignRejection::Stale)
     );
+    assert_eq!(aligner.counters().too_old, 1);
+    assert_eq!(aligner.counters().stale, 1);
 }
 
 #[test]
@@ -454,41 +462,51 @@ proptest! {
     }
 
     #[test]
-    fn frames_hold_the_latest_accepted_values_within_skew_and_freshness(
+    fn frames_use_each_accepted_value_once_within_skew_and_freshness_in_source_time_order(
         policy in policies(), steps in steps(),
     ) {
         let mut aligner = Aligner::new(policy.clone(), &readings()).unwrap();
-        // Latest accepted observation per required reading since the last frame.
-        let mut latest: [Option<Observation>; 2] = [None, None];
+        // Each observation's value is its index, so a frame names its parts.
+        let stream: Vec<(Observation, DateTime<Utc>)> = observations(&steps)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (o, now))| (Observation { value: i as f64, ..o }, now))
+            .collect();
+        let mut accepted: std::collections::BTreeMap<usize, Observation> = Default::default();
+        let mut used = std::collections::BTreeSet::new();
+        let mut last_in_frame: [Option<DateTime<Utc>>; 2] = [None, None];
         let mut skew_rejections = 0u64;
-        let mut accepted_required = 0u64;
-        for (o, now) in observations(&steps) {
-            match aligner.admit(o.clone(), now) {
+        for (o, now) in stream {
+            let id = o.value as usize;
+            let admission = aligner.admit(o.clone(), now);
+            if matches!(admission, Admission::Held | Admission::FrameReady(_)) {
+                accepted.insert(id, o);
+            }
+            prop_assert!(aligner.open_frames() <= MAX_OPEN_FRAMES);
+            match admission {
                 Admission::Rejected(AlignRejection::Skew) => skew_rejections += 1,
-                Admission::Rejected(_) | Admission::Recorded => {}
-                Admission::Held => {
-                    accepted_required += 1;
-                    let reading = o.reading;
-                    latest[reading] = Some(o);
-                }
                 Admission::FrameReady(frame) => {
-                    accepted_required += 1;
-                    let reading = o.reading;
-                    latest[reading] = Some(o);
-                    let parts: Vec<Observation> = latest.iter_mut().map(|l| l.take()).collect::<Option<_>>()
-                        .ok_or_else(|| TestCaseError::fail("frame without a value per reading"))?;
-                    prop_assert_eq!(&frame.values, &parts.iter().map(|p| p.value).collect::<Vec<_>>());
+                    let parts: Vec<&Observation> = frame.values.iter()
+                        .map(|v| accepted.get(&(*v as usize)))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| TestCaseError::fail("a frame value that was never accepted"))?;
+                    for (position, part) in parts.iter().enumerate() {
+                        prop_assert_eq!(part.reading, position, "values in reading order");
+                        prop_assert!(used.insert(part.value as usize), "a value used twice");
+                        prop_assert!(now - part.received_at <= policy.freshness());
+                        prop_assert!(last_in_frame[position] < Some(part.ts), "frames in source-time order");
+                        last_in_frame[position] = Some(part.ts);
+                    }
                     let newest = parts.iter().map(|p| p.ts).max().unwrap();
                     let oldest = parts.iter().map(|p| p.ts).min().unwrap();
                     prop_assert_eq!(frame.ts, newest);
                     prop_assert!(newest - oldest <= policy.max_skew());
-                    for part in &parts {
-                        prop_assert!(now - part.received_at <= policy.freshness());
-                    }
                 }
+                _ => {}
             }
         }
         // Every accepted required value is in a frame, dropped, superseded or still held.
+        let accepted_required = accepted.len() as u64;
         let c = aligner.counters();
         let held_drops = c.skew - skew_rejections;
         prop_assert_eq!(
@@ -539,4 +557,124 @@ fn durations_are_compared_as_whole_milliseconds() {
         aligner.admit(o, received),
         Admission::Rejected(AlignRejection::Future)
     );
+}
+
+/// Readings `r0`..`r{n-1}`, all required.
+fn required(n: usize) -> Vec<ReadingConfig> {
+    (0..n)
+        .map(|i| ReadingConfig {
+            name: format!("r{i}"),
+            topic: format!("plant/r{i}"),
+            required: true,
+        })
+        .collect()
+}
+
+fn exact_policy() -> AlignmentPolicy {
+    AlignmentPolicy {
+        max_skew_ms: 0,
+        ..policy()
+    }
+}
+
+#[test]
+fn a_tick_whose_next_reading_arrives_first_still_forms_its_frame() {
+    let mut aligner = aligner();
+    let aligner_exact = &mut Aligner::new(exact_policy(), &readings()).unwrap();
+    for aligner in [&mut aligner, aligner_exact] {
+        // Tick 10 of `a`, then tick 20 of `a` before tick 10 of `b`.
+        admit_now(aligner, A, 10, 1.0);
+        assert_eq!(aligner.admit(obs(A, 20, 20, 3.0), t(20)), Admission::Held);
+        assert_eq!(aligner.open_frames(), 2);
+        assert_eq!(
+            aligner.admit(obs(B, 10, 21, 2.0), t(21)),
+            frame(10, &[1.0, 2.0])
+        );
+        assert_eq!(
+            aligner.admit(obs(B, 20, 22, 4.0), t(22)),
+            frame(20, &[3.0, 4.0])
+        );
+        assert_eq!(aligner.counters().superseded, 0);
+        assert_eq!(aligner.counters().frames, 2);
+        assert_eq!(aligner.held_values(), 0);
+    }
+}
+
+#[test]
+fn open_frames_are_bounded_and_the_oldest_makes_room_as_superseded() {
+    let mut aligner = Aligner::new(exact_policy(), &readings()).unwrap();
+    let n = MAX_OPEN_FRAMES as i64 + 3;
+    for i in 0..n {
+        assert_eq!(admit_now(&mut aligner, A, i, i as f64), Admission::Held);
+    }
+    assert_eq!(aligner.open_frames(), MAX_OPEN_FRAMES);
+    assert_eq!(aligner.held_values(), MAX_OPEN_FRAMES);
+    assert_eq!(aligner.counters().superseded, 3);
+    // The newest open frame completes; the older ones are overtaken.
+    assert_eq!(
+        aligner.admit(obs(B, n - 1, n, 9.0), t(n)),
+        frame(n - 1, &[(n - 1) as f64, 9.0])
+    );
+    assert_eq!(aligner.open_frames(), 0);
+    assert_eq!(aligner.counters().superseded, n as u64 - 1);
+}
+
+#[test]
+fn a_frame_whose_missing_reading_moved_past_it_is_dropped_for_skew() {
+    let mut aligner = Aligner::new(exact_policy(), &readings()).unwrap();
+    admit_now(&mut aligner, A, 0, 1.0);
+    admit_now(&mut aligner, A, 10, 2.0);
+    // `b` at 10: the frame at 0 can never get a `b` now.
+    assert_eq!(admit_now(&mut aligner, B, 10, 3.0), frame(10, &[2.0, 3.0]));
+    assert_eq!(
+        aligner.counters().superseded,
+        1,
+        "overtaken by the frame at 10"
+    );
+    admit_now(&mut aligner, A, 20, 1.0);
+    assert_eq!(admit_now(&mut aligner, B, 30, 1.0), Admission::Held);
+    assert_eq!(
+        aligner.counters().skew,
+        1,
+        "a at 20 can no longer get its b"
+    );
+    assert_eq!(aligner.held_values(), 1);
+}
+
+proptest! {
+    #[test]
+    fn interleaved_ticks_within_the_open_frame_bound_all_form_their_frames(
+        width in 2usize..6,
+        ticks in 1usize..60,
+        picks in proptest::collection::vec(any::<proptest::sample::Index>(), 400),
+        lag in 0usize..MAX_OPEN_FRAMES,
+    ) {
+        let mut aligner = Aligner::new(exact_policy(), &required(width)).unwrap();
+        // Each reading delivers its ticks in order; readings run at most
+        // `lag` ticks ahead of the slowest one, in any interleaving.
+        let mut next = vec![0usize; width];
+        let mut picks = picks.into_iter().cycle();
+        let mut frames = Vec::new();
+        while next.iter().any(|&n| n < ticks) {
+            let slowest = *next.iter().min().unwrap();
+            let ready: Vec<usize> = (0..width)
+                .filter(|&r| next[r] < ticks && next[r] <= slowest + lag)
+                .collect();
+            let reading = ready[picks.next().unwrap().index(ready.len())];
+            let tick = next[reading] as i64;
+            next[reading] += 1;
+            let ts = tick * 10;
+            let o = obs(reading, ts, ts + 5, (tick * 100 + reading as i64) as f64);
+            if let Admission::FrameReady(frame) = aligner.admit(o, t(ts + 5)) {
+                frames.push(frame);
+            }
+        }
+        prop_assert_eq!(frames.len(), ticks, "{:?}", aligner.counters());
+        for (tick, frame) in frames.iter().enumerate() {
+            let expected: Vec<f64> = (0..width).map(|r| (tick * 100 + r) as f64).collect();
+            prop_assert_eq!(&frame.values, &expected);
+        }
+        prop_assert_eq!(aligner.counters().superseded, 0);
+        prop_assert_eq!(aligner.held_values(), 0);
+    }
 }

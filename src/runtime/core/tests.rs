@@ -49,30 +49,140 @@ fn observe(core: &mut MonitorCore, reading: usize, ts_ms: i64) -> crate::runtime
     core.ingest(Ok(observation), at(ts_ms))
 }
 
+/// `received = accepted + every rejection + held`, from the core's counters.
+fn assert_every_fate_counted(core: &MonitorCore) {
+    let c = core.counters();
+    let rejected: u64 = c.observations_rejected.values().sum();
+    assert_eq!(
+        c.observations_received,
+        c.observations_accepted + rejected + core.aligner().held_values() as u64,
+        "every observation has exactly one fate: {c:?}"
+    );
+}
+
 #[test]
-fn a_held_value_dropped_for_skew_is_a_skew_rejection_and_no_longer_accepted() {
+fn a_held_value_dropped_for_skew_is_a_skew_rejection_and_never_accepted() {
     let mut core = MonitorCore::fresh(Uuid::from_u128(1), config(), at(0)).unwrap();
     assert!(observe(&mut core, 0, 0).rejected.is_none(), "a is held");
-    // `a` again, 5 s later: the held `a` is replaced (superseded), not skewed.
-    // `b` 5 s later instead pushes the held `a` out of the frame for skew.
+    // `b` 5 s later pushes the held `a` out of the frame for skew.
     let step = observe(&mut core, 1, 5_000);
-    assert!(step.rejected.is_none(), "b itself is accepted and held");
-    assert_eq!(step.dropped_for_skew, 1, "the held a is dropped for skew");
+    assert!(step.rejected.is_none(), "b itself is held");
     assert!(step.frame.is_none());
     let counters = core.counters();
     assert_eq!(counters.observations_received, 2);
-    assert_eq!(counters.observations_accepted, 1, "{counters:?}");
+    assert_eq!(counters.observations_accepted, 0, "{counters:?}");
     assert_eq!(
         counters.observations_rejected.get("skew").copied(),
         Some(1),
         "{counters:?}"
     );
-    let rejected: u64 = counters.observations_rejected.values().sum();
+    assert_eq!(core.aligner().held_values(), 1);
+    assert_every_fate_counted(&core);
+}
+
+#[test]
+fn a_superseded_value_is_counted_under_its_own_reason() {
+    let mut core = MonitorCore::fresh(Uuid::from_u128(3), config(), at(0)).unwrap();
+    observe(&mut core, 0, 0);
+    observe(&mut core, 0, 100);
+    // The `b` completes the frame of the newer `a`, which overtakes the older.
+    assert!(observe(&mut core, 1, 200).frame.is_some());
     assert_eq!(
-        counters.observations_received,
-        counters.observations_accepted + rejected,
-        "every observation is accepted or rejected, once"
+        core.counters()
+            .observations_rejected
+            .get("superseded")
+            .copied(),
+        Some(1)
     );
+    assert_eq!(
+        core.counters().observations_accepted,
+        2,
+        "the frame's values"
+    );
+    assert_every_fate_counted(&core);
+}
+
+#[test]
+fn expired_and_cleared_values_are_counted_and_a_restore_clears_what_was_held() {
+    let mut core = MonitorCore::fresh(Uuid::from_u128(4), config(), at(0)).unwrap();
+    observe(&mut core, 0, 0);
+    assert_eq!(core.expire(at(60_001)), 1);
+    assert_eq!(
+        core.counters()
+            .observations_rejected
+            .get("expired")
+            .copied(),
+        Some(1)
+    );
+    observe(&mut core, 0, 60_002);
+    assert!(core.suspend(at(60_003)));
+    core.resume(at(60_004));
+    assert_eq!(
+        core.counters()
+            .observations_rejected
+            .get("partial_cleared")
+            .copied(),
+        Some(1)
+    );
+    assert_every_fate_counted(&core);
+    observe(&mut core, 0, 60_005);
+    let state = core.managed_state().unwrap();
+    assert_eq!(crate::snapshot::ObservationFates::of(&state).unaccounted, 0);
+    let restored = MonitorCore::restore(
+        Uuid::from_u128(4),
+        config(),
+        state,
+        core.detector().cloned(),
+        at(60_005),
+        at(70_000),
+    )
+    .unwrap();
+    assert_eq!(
+        restored
+            .counters()
+            .observations_rejected
+            .get("partial_cleared")
+            .copied(),
+        Some(2),
+        "the value held at save time is cleared by the restore"
+    );
+    assert_every_fate_counted(&restored);
+}
+
+proptest::proptest! {
+    #[test]
+    fn every_observation_has_exactly_one_fate(
+        steps in proptest::collection::vec((0usize..3, -3_000i64..3_000, 0i64..400, proptest::bool::weighted(0.05)), 1..150),
+    ) {
+        let mut core = MonitorCore::fresh(Uuid::from_u128(5), config(), at(0)).unwrap();
+        let mut clock = 0;
+        for (reading, offset, advance, garbage) in steps {
+            clock += advance;
+            if garbage {
+                core.ingest(Err(crate::mqtt::payload::PayloadRejection::NotJson), at(clock));
+            } else {
+                // Reading 2 does not exist: unknown_reading.
+                let observation = Observation {
+                    reading,
+                    ts: at(clock + offset),
+                    value: 1.0,
+                    received_at: at(clock),
+                };
+                core.ingest(Ok(observation), at(clock));
+            }
+            if clock % 7 == 0 {
+                core.expire(at(clock + 61_000));
+            }
+            let c = core.counters();
+            let rejected: u64 = c.observations_rejected.values().sum();
+            proptest::prop_assert_eq!(
+                c.observations_received,
+                c.observations_accepted + rejected + core.aligner().held_values() as u64,
+                "{:?}", c
+            );
+            proptest::prop_assert_eq!(c.observations_accepted, c.frames * 2);
+        }
+    }
 }
 
 #[test]

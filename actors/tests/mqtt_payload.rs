@@ -1,0 +1,222 @@
+//! A monitor's `[payload]` table through a real Mosquitto and the worker
+//! binary: nested fields with epoch seconds form frames; the same seconds
+//! sent to a monitor that expects milliseconds are `timestamp_unit`
+//! rejections, counted in `/metrics` and named in one log line that says
+//! what to change; a bad table is refused by `radar monitor create` and
+//! `radar monitor validate`.
+
+mod telemetry_common;
+
+use std::{fs, time::Duration};
+
+use telemetry_common::{Broker, Worker, common, create_monitor, now_ms, radar, sample, wait_for};
+
+const FRAMES: usize = 25;
+const WRONG_UNIT: usize = 5;
+
+fn seconds_monitor(name: &str, topic: &str) -> String {
+    format!(
+        r#"
+name = "{name}"
+[[readings]]
+name = "a"
+topic = "{topic}"
+[alignment]
+freshness_ms = 5000
+max_age_ms = 60000
+future_tolerance_ms = 2000
+max_skew_ms = 0
+[detector]
+training_frames = 20
+calibration_frames = 20
+false_alarm_rate = 0.05
+[payload]
+value = "/data/v"
+ts = "/t"
+ts_unit = "s"
+"#
+    )
+}
+
+/// Epoch seconds with a millisecond fraction, as many sensors send them.
+fn seconds(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+#[tokio::test]
+async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mistake_elsewhere() {
+    let db = common::migrated_database("mqtt_payload").await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = common::unique_name("payload");
+    let (seconds_topic, millis_topic) = (format!("{base}/s"), format!("{base}/ms"));
+
+    let file = dir.path().join("seconds.toml");
+    fs::write(&file, seconds_monitor("seconds", &seconds_topic)).unwrap();
+    let out = radar(&db)
+        .args(["monitor", "create", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seconds_id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let millis_id = create_monitor(&db, dir.path(), "millis", &millis_topic);
+
+    let broker = Broker::start();
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[], &[]);
+    let sample_of = |text: &str, name: &str, id: &str, extra: &[(&str, &str)]| {
+        let mut labels: Vec<(&str, &str)> = vec![("monitor_id", id)];
+        labels.extend_from_slice(extra);
+        sample(text, name, &labels)
+    };
+    wait_for(Duration::from_secs(60), "both monitors connected", || {
+        let text = worker.metrics();
+        [&seconds_id, &millis_id]
+            .iter()
+            .all(|id| sample_of(&text, "radar_mqtt_connected", id, &[]) == Some(1.0))
+            .then_some(())
+    });
+
+    let start = now_ms() - 5_000;
+    for i in 0..FRAMES as i64 {
+        let ms = start + i * 10;
+        broker.publish(
+            &seconds_topic,
+            &format!(
+                r#"{{"device": "p7", "data": {{"v": {}.5, "unit": "bar"}}, "t": {}}}"#,
+                i % 5,
+                seconds(ms)
+            ),
+        );
+    }
+    // Whole epoch seconds where milliseconds are expected (no table).
+    for i in 0..WRONG_UNIT as i64 {
+        let secs = (start + i * 1_000) / 1_000;
+        broker.publish(&millis_topic, &format!(r#"{{"ts": {secs}, "value": 1}}"#));
+    }
+
+    let text = wait_for(
+        Duration::from_secs(60),
+        "the seconds monitor formed its frames and the millis monitor counted the unit mistakes",
+        || {
+            let text = worker.metrics();
+            let frames = sample_of(&text, "radar_frames_emitted_total", &seconds_id, &[]);
+            let wrong = sample_of(
+                &text,
+                "radar_observations_rejected_total",
+                &millis_id,
+                &[("reason", "timestamp_unit")],
+            );
+            (frames == Some(FRAMES as f64) && wrong == Some(WRONG_UNIT as f64)).then_some(text)
+        },
+    );
+    assert_eq!(
+        sample_of(&text, "radar_frames_emitted_total", &millis_id, &[]),
+        Some(0.0),
+        "{text}"
+    );
+    for reason in ["stale", "too_old", "bad_ts"] {
+        assert_eq!(
+            sample_of(
+                &text,
+                "radar_observations_rejected_total",
+                &millis_id,
+                &[("reason", reason)]
+            ),
+            Some(0.0),
+            "seconds are not mistaken for {reason}:\n{text}"
+        );
+    }
+    assert_eq!(
+        sample_of(
+            &text,
+            "radar_observations_rejected_total",
+            &seconds_id,
+            &[("reason", "timestamp_unit")]
+        ),
+        Some(0.0),
+        "{text}"
+    );
+
+    // One aggregated line names the monitor, the reading, the configured
+    // unit and what to change.
+    let log = wait_for(
+        Duration::from_secs(30),
+        "the unit warning is logged",
+        || {
+            let log = worker.stderr();
+            log.contains("timestamp_unit").then_some(log)
+        },
+    );
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("timestamp_unit"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "aggregated, not one line per message:\n{log}"
+    );
+    let line = lines[0];
+    for part in [
+        millis_id.as_str(),
+        "reading \"a\"",
+        "configured unit \"ms\"",
+        "ts_unit = \"s\"",
+        "[payload]",
+    ] {
+        assert!(line.contains(part), "{part} in: {line}");
+    }
+    drop(worker);
+
+    // A bad table is refused before any database work, naming each field.
+    let bad = dir.path().join("bad.toml");
+    fs::write(
+        &bad,
+        seconds_monitor("bad", &format!("{base}/bad")).replace("\"/data/v\"", "\"data.v\""),
+    )
+    .unwrap();
+    let out = radar(&db)
+        .args(["monitor", "create", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("payload.value") && stderr.contains("does not start with `/`"),
+        "{stderr}"
+    );
+    let unit = dir.path().join("unit.toml");
+    fs::write(
+        &unit,
+        seconds_monitor("unit", &format!("{base}/unit"))
+            .replace("ts_unit = \"s\"", "ts_unit = \"sec\""),
+    )
+    .unwrap();
+    let out = radar(&db)
+        .args(["monitor", "validate", "--config"])
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("sec") && stderr.contains("rfc3339"),
+        "{stderr}"
+    );
+    let out = radar(&db)
+        .args(["monitor", "validate", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "valid");
+}
