@@ -46,6 +46,7 @@ struct Fixture {
 
 async fn fixture(tag: &str) -> (Fixture, CheckpointWriter) {
     let db = common::migrated_database(tag).await;
+    common::enable_graph_authoring(&db).await;
     let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
         .await
         .unwrap();

@@ -63,7 +63,6 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RADAR_SHARD", "1/1"),
     ("RADAR_LOG_FORMAT", "text"),
     ("RADAR_WORKER_ID", "(hostname and a random suffix)"),
-    ("RADAR_GRAPH_AUTHORING_ENABLED", "true"),
 ];
 
 /// Variables read directly rather than through the layered settings.
@@ -199,10 +198,6 @@ pub struct Settings {
     /// Names this process in status rows and MQTT client ids.
     #[serde(default)]
     pub worker_id: Option<String>,
-    /// Whether graphs may be published and activated; running, inspecting and
-    /// stopping graph runs work either way.
-    #[serde(default = "yes")]
-    pub graph_authoring_enabled: bool,
     /// Read from `RADAR_CHECKPOINT_SECRET` only, never from a file of settings.
     #[serde(skip)]
     checkpoint_secret: Option<Secret>,
