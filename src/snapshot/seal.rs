@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use super::{
     BoundGraph, CheckpointKey, CorruptReason, Corrupted, Envelope, FORMAT_VERSION, GraphChange,
-    Incompatible, IncompatibleReason, LoadOutcome, ManagedState, Restored,
-    key::hex, runtime_versions, version_changes,
+    Incompatible, IncompatibleReason, LoadOutcome, ManagedState, Restored, key::hex,
+    runtime_versions, version_changes,
 };
 use crate::{config::MonitorConfig, detector::Detector};
 
