@@ -403,6 +403,28 @@ fn coverage_fails_when_a_gap_starts_later_than_the_rolled_back_snapshot() {
 }
 
 #[test]
+fn coverage_accepts_a_restart_gap_ending_at_frames_a_blackhole_held_back_past_the_restore() {
+    let mut run = healthy();
+    // w2 restores at 14 s; the gap ends at 12.5 s, the source time of the
+    // first frame it processed: one the blackholed link (12-13.5 s) held
+    // back and delivered after the restore.
+    run.obs.coverage.get_mut(&M).unwrap().gaps[2] = gap("restart_rollback", 10.0, 12.5);
+    assert_fails(&run.obs, "(e)", "1.5 s of 12:00:10.000 .. 12:00:14.000");
+    run.obs.outages.push(Outage {
+        kind: OutageKind::BrokerLink,
+        from: t(12.0),
+        to: t(13.5),
+        what: "broker blackhole".into(),
+    });
+    assert_eq!(verdict(&run.obs, "(e)").failed, 0);
+    // A blackhole long over before the restore held nothing back: the
+    // restart window runs to the restore again.
+    run.obs.outages.last_mut().unwrap().from = t(5.0);
+    run.obs.outages.last_mut().unwrap().to = t(6.0);
+    assert_fails(&run.obs, "(e)", "restart: w2");
+}
+
+#[test]
 fn coverage_fails_when_a_broker_outage_is_not_a_gap() {
     let mut run = healthy();
     let coverage = run.obs.coverage.get_mut(&M).unwrap();
