@@ -257,10 +257,12 @@ pub enum ConfigError {
 }
 
 /// Test-only variables that change how a worker behaves (its reconnect
-/// schedule, how often it looks for monitors): refused in production.
-pub const WORKER_TEST_VARIABLES: [&str; 2] = [
+/// schedule, how often it looks for monitors, how long a fit takes in a
+/// test build): refused in production.
+pub const WORKER_TEST_VARIABLES: [&str; 3] = [
     "RADAR_TEST_MQTT_BACKOFF_MS",
     "RADAR_TEST_SUPERVISOR_POLL_MS",
+    "RADAR_TEST_FIT_DELAY_MS",
 ];
 
 /// The process environment as seen by [`Settings::load`]; tests pass their own.
