@@ -10,7 +10,8 @@
 //! - a database outage longer than the checkpoint timeout, from when the
 //!   model must have stopped advancing: the timeout (plus detection) after
 //!   the outage began, or after frames could flow again when the broker was
-//!   down too (without input nothing is left uncommitted, so nothing stalls).
+//!   down or its link blackholed too (without input nothing is left
+//!   uncommitted, so nothing stalls).
 //!
 //! Windows are clipped to the history's covered span (a monitor reports
 //! nothing before its first or after its newest frame) and to the part of
@@ -53,12 +54,19 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
             // cannot commit started. While the broker is down nothing
             // changes and no checkpoint is due, so that clock starts once
             // frames can flow again.
+            // A blackholed link stops frames just the same; they flow
+            // again once TCP retransmits what it held (see
+            // `link_delivers_again`).
             OutageKind::Database => {
                 let flowing = obs
                     .outages
                     .iter()
-                    .filter(|b| b.kind == OutageKind::Broker && b.from < o.to && b.to > o.from)
-                    .map(|b| b.to + reconnect)
+                    .filter(|b| b.from < o.to && b.to > o.from)
+                    .filter_map(|b| match b.kind {
+                        OutageKind::Broker => Some(b.to + reconnect),
+                        OutageKind::BrokerLink => Some(link_delivers_again(b)),
+                        OutageKind::Database => None,
+                    })
                     .fold(o.from, Ts::max);
                 flowing + timeout
             }
@@ -125,13 +133,21 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
 /// timeout and the broker). Frames from such a blackhole are watched, not
 /// missed, so the window ends where the blackhole began.
 fn restart_window_end(obs: &Observations, restored_at: Ts) -> Ts {
-    let second = chrono::Duration::seconds(1);
     obs.outages
         .iter()
         .filter(|b| b.kind == OutageKind::BrokerLink && b.from < restored_at)
-        .filter(|b| restored_at < b.to + (b.to - b.from) + second)
+        .filter(|b| restored_at < link_delivers_again(b))
         .map(|b| b.from)
         .fold(restored_at, Ts::min)
+}
+
+/// By when the frames a blackholed link held back have all reached the
+/// broker: TCP's retransmission timer doubles while the link is dead, so
+/// its first retransmission after the link is back comes up to the
+/// blackhole's length later, plus a second for the minimum timeout and
+/// the broker.
+fn link_delivers_again(b: &super::Outage) -> Ts {
+    b.to + (b.to - b.from) + chrono::Duration::seconds(1)
 }
 
 /// The gaps near a window, for the failure message.

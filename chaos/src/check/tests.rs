@@ -472,6 +472,31 @@ fn coverage_counts_the_stall_timeout_from_when_frames_flow_again_after_a_broker_
 }
 
 #[test]
+fn coverage_counts_the_stall_timeout_from_when_a_blackholed_link_delivers_again() {
+    let mut run = healthy();
+    // The database is down 8-18 s and the broker link blackholed 7-9 s:
+    // its frames reach the broker by 12 s at the latest (2 s of held-back
+    // retransmissions plus 1 s), so the stall was due from 20.5 s at the
+    // earliest: nothing to cover before the database came back.
+    run.obs.outages.push(Outage {
+        kind: OutageKind::Database,
+        from: t(8.0),
+        to: t(18.0),
+        what: "pause during a blackhole".into(),
+    });
+    run.obs.outages.push(Outage {
+        kind: OutageKind::BrokerLink,
+        from: t(7.0),
+        to: t(9.0),
+        what: "broker blackhole".into(),
+    });
+    assert_eq!(verdict(&run.obs, "(e)").failed, 0);
+    // Without the blackhole the stall was due from 16.5 s.
+    run.obs.outages.pop();
+    assert_fails(&run.obs, "(e)", "pause during a blackhole");
+}
+
+#[test]
 fn coverage_fails_when_the_history_miscounts_restores() {
     let mut run = healthy();
     run.obs.coverage.get_mut(&M).unwrap().restores = 0;
