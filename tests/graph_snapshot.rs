@@ -46,6 +46,7 @@ struct Fixture {
 
 async fn fixture(tag: &str) -> (Fixture, CheckpointWriter) {
     let db = common::migrated_database(tag).await;
+    common::enable_graph_authoring(&db).await;
     let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
         .await
         .unwrap();
@@ -105,8 +106,10 @@ async fn a_layout_only_edit_keeps_recovery_and_a_semantic_edit_invalidates_it() 
     else {
         panic!("a snapshot restored into other graph semantics")
     };
+    // Named from the signed envelope's binding, even for a snapshot that
+    // holds no graph state yet.
     assert!(
-        matches!(refused.reason, IncompatibleReason::ConfigChanged { .. }),
+        matches!(&refused.reason, IncompatibleReason::GraphChanged(c) if c.semantics.is_some()),
         "{:?}",
         refused.reason
     );

@@ -10,6 +10,7 @@ use radar::graph::{NodeChange, NodeChangeKind};
 use radar::store::{self, GraphStore, GraphStoreError, PlanChange, Services};
 
 async fn graph_store(db: &common::TestDb) -> (GraphStore, Services) {
+    common::enable_graph_authoring(db).await;
     let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
         .await
         .unwrap();

@@ -600,6 +600,35 @@ async fn a_status_without_ownership_is_written_only_while_the_row_is_unchanged()
     );
 }
 
+#[tokio::test]
+async fn a_refused_start_keeps_the_count_and_checkpoint_it_cannot_know() {
+    let fx = fixture("unowned_count").await;
+    let writer = fx.claim("worker-b").await;
+    let mut owner = health("running", at(2));
+    owner.processed_count = 2426;
+    let HealthOutcome::Written(_) = writer.health_reporter().report(&owner).await else {
+        panic!("the owner's heartbeat was refused");
+    };
+    let seen = writer.token();
+    let mut refused = health("startup_failed", at(3));
+    refused.processed_count = 0;
+    refused.last_checkpoint_at = None;
+    refused.last_error = Some("replayed".into());
+    assert!(
+        fx.store("worker-a")
+            .report_unowned(fx.service_id, Some(seen.as_bytes()), &refused)
+            .await
+            .unwrap()
+    );
+    let rows = store::list_status(&fx.pool, true).await.unwrap();
+    let row = rows.iter().find(|r| r.monitor_id == fx.service_id).unwrap();
+    assert_eq!(row.state, "startup_failed");
+    assert_eq!(row.worker_id.as_deref(), Some("worker-a"));
+    assert_eq!(row.last_error.as_deref(), Some("replayed"));
+    assert_eq!(row.processed_count, 2426, "the refusal restored nothing");
+    assert!(row.last_checkpoint_at.is_some(), "{row:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_pooled_connection_carries_the_statement_timeout() {
     let fx = fixture("session_timeout").await;

@@ -7,22 +7,14 @@ use std::process::{Command, Output};
 
 const EXAMPLE: &str = include_str!("../../config/graphs/pump-7.json");
 
-fn radar_with(db: &common::TestDb, args: &[&str], authoring: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_radar"));
-    command
+fn radar(db: &common::TestDb, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_radar"))
         .args(args)
         .env("DATABASE_URL", &db.url)
         .env("RADAR_CONFIG_FILE", "/dev/null")
         .env_remove("RADAR_ENV")
-        .env_remove("RADAR_GRAPH_AUTHORING_ENABLED");
-    if let Some(value) = authoring {
-        command.env("RADAR_GRAPH_AUTHORING_ENABLED", value);
-    }
-    command.output().expect("run radar")
-}
-
-fn radar(db: &common::TestDb, args: &[&str]) -> Output {
-    radar_with(db, args, None)
+        .output()
+        .expect("run radar")
 }
 
 fn ok(out: Output) -> String {
@@ -68,6 +60,7 @@ fn field(text: &str, key: &str) -> String {
 #[tokio::test]
 async fn publish_dry_run_activate_runs_inspect_and_stop_work_through_the_binary() {
     let db = common::migrated_database("cli_graph").await;
+    ok(radar(&db, &["graph", "authoring", "enable"]));
     let dir = tempfile::tempdir().unwrap();
     let base = write(&dir, "base.json", |_| {});
     let out = ok(radar(&db, &["graph", "publish", "--file", &base]));
@@ -163,6 +156,22 @@ async fn with_authoring_off_publish_and_activate_are_refused_but_runs_inspect_an
     let db = common::migrated_database("cli_graph_authoring").await;
     let dir = tempfile::tempdir().unwrap();
     let base = write(&dir, "base.json", |_| {});
+    let out = radar(&db, &["graph", "publish", "--file", &base]);
+    assert!(
+        !out.status.success(),
+        "a new database starts with authoring off"
+    );
+    assert!(
+        stderr(&out).contains("radar graph authoring enable"),
+        "{}",
+        stderr(&out)
+    );
+    let status = ok(radar(&db, &["graph", "authoring", "status"]));
+    assert!(status.contains("authoring:       disabled"), "{status}");
+    assert!(status.contains("live workers:    none"), "{status}");
+
+    let enabled = ok(radar(&db, &["graph", "authoring", "enable"]));
+    assert!(enabled.contains("Graph authoring is enabled"), "{enabled}");
     ok(radar(&db, &["graph", "publish", "--file", &base]));
     let run = field(
         &ok(radar(
@@ -171,8 +180,12 @@ async fn with_authoring_off_publish_and_activate_are_refused_but_runs_inspect_an
         )),
         "run",
     );
+    let disabled = ok(radar(&db, &["graph", "authoring", "disable"]));
+    assert!(
+        disabled.contains("Graph authoring is disabled"),
+        "{disabled}"
+    );
 
-    let off = |args: &[&str]| radar_with(&db, args, Some("false"));
     let moved = write(&dir, "moved.json", |v| {
         node(v, "worst")["layout"]["y"] = 7.into()
     });
@@ -180,24 +193,27 @@ async fn with_authoring_off_publish_and_activate_are_refused_but_runs_inspect_an
         &["graph", "publish", "--file", moved.as_str()][..],
         &["graph", "activate", "pump-7-graph", "--revision", "1"][..],
     ] {
-        let out = off(args);
+        let out = radar(&db, args);
         assert!(!out.status.success(), "{args:?} ran with authoring off");
         assert!(
-            stderr(&out).contains("RADAR_GRAPH_AUTHORING_ENABLED=false"),
+            stderr(&out).contains("graph authoring is turned off for the fleet"),
             "{}",
             stderr(&out)
         );
     }
-    let dry = ok(off(&["graph", "publish", "--dry-run", "--file", &moved]));
+    let dry = ok(radar(
+        &db,
+        &["graph", "publish", "--dry-run", "--file", &moved],
+    ));
     assert!(
         dry.contains("layout-only"),
         "a dry run publishes nothing, so it stays allowed: {dry}"
     );
-    assert!(ok(off(&["graph", "runs"])).contains(&run));
-    assert!(ok(off(&["graph", "inspect", &run])).contains("status:          starting"));
-    assert!(ok(off(&["graph", "stop", &run])).contains("stopped"));
+    assert!(ok(radar(&db, &["graph", "runs"])).contains(&run));
+    assert!(ok(radar(&db, &["graph", "inspect", &run])).contains("status:          starting"));
+    assert!(ok(radar(&db, &["graph", "stop", &run])).contains("stopped"));
     let runs: serde_json::Value =
-        serde_json::from_str(&ok(off(&["graph", "runs", "--json"]))).unwrap();
+        serde_json::from_str(&ok(radar(&db, &["graph", "runs", "--json"]))).unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 1, "nothing was activated");
     assert_eq!(runs[0]["revision"], 1, "nothing was published");
 }

@@ -143,10 +143,8 @@ async fn publish(port: u16, topic: &str, n: usize, after: i64) -> i64 {
     let mut options = MqttOptions::new(id, "127.0.0.1", port);
     options.set_keep_alive(Duration::from_secs(10));
     let (client, mut eventloop) = AsyncClient::new(options, n + 10);
-    // RADAR_TEST_INTEROP_OLD_TIMES=1 brings back the old timing (source
-    // times from `now` alone), to see the failure it caused.
-    let base =
-        std::env::var("RADAR_TEST_INTEROP_OLD_TIMES").map_or(now_ms().max(after + 1), |_| now_ms());
+    // Never at or below the last source time: those would be `stale`.
+    let base = now_ms().max(after + 1);
     eprintln!(
         "publishing {n} from {base}: {} ms after the last source time",
         base - after
@@ -272,9 +270,9 @@ async fn connect_frames_restart_reconnect(name: &str, broker: &mut dyn Restartab
 // 20 new messages were all counted `stale`. A test bug, not a radar one:
 // the first 200 source times run up to 199 ms ahead of the clock, and a
 // Mosquitto restart is so quick that `now` for the second batch could fall
-// at or below the monitor's watermark (-33, -26 and -43 ms in the 3 failing of 8 runs
-// with `RADAR_TEST_INTEROP_OLD_TIMES=1`). The second batch now starts after
-// the first one's last source time.
+// at or below the monitor's watermark (-33, -26 and -43 ms in the 3 failing
+// of 8 runs with source times from `now` alone). The second batch now
+// starts after the first one's last source time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mosquitto_connects_delivers_200_frames_and_reconnects_after_a_restart() {
     let _serial = ONE_AT_A_TIME.lock().await;

@@ -63,7 +63,6 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RADAR_SHARD", "1/1"),
     ("RADAR_LOG_FORMAT", "text"),
     ("RADAR_WORKER_ID", "(hostname and a random suffix)"),
-    ("RADAR_GRAPH_AUTHORING_ENABLED", "true"),
 ];
 
 /// Variables read directly rather than through the layered settings.
@@ -199,10 +198,6 @@ pub struct Settings {
     /// Names this process in status rows and MQTT client ids.
     #[serde(default)]
     pub worker_id: Option<String>,
-    /// Whether graphs may be published and activated; running, inspecting and
-    /// stopping graph runs work either way.
-    #[serde(default = "yes")]
-    pub graph_authoring_enabled: bool,
     /// Read from `RADAR_CHECKPOINT_SECRET` only, never from a file of settings.
     #[serde(skip)]
     checkpoint_secret: Option<Secret>,
@@ -265,7 +260,8 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TestScope {
     /// How a worker behaves (its reconnect schedule, how often it looks
-    /// for monitors): refused in production.
+    /// for monitors, how long a fit takes in a test build): refused in
+    /// production.
     Worker,
     /// Only a test harness (a test database, the SKAB data); inherited by
     /// every worker a test run starts, which ignores it.
@@ -274,9 +270,10 @@ pub enum TestScope {
 
 /// Every test-only variable. One not listed here is reported as unknown,
 /// like any other misspelt `RADAR_*` name.
-pub const TEST_VARIABLES: [(&str, TestScope); 5] = [
+pub const TEST_VARIABLES: [(&str, TestScope); 6] = [
     ("RADAR_TEST_MQTT_BACKOFF_MS", TestScope::Worker),
     ("RADAR_TEST_SUPERVISOR_POLL_MS", TestScope::Worker),
+    ("RADAR_TEST_FIT_DELAY_MS", TestScope::Worker),
     ("RADAR_TEST_DATABASE_URL", TestScope::Harness),
     ("RADAR_TEST_RUMQTTD_PORT", TestScope::Harness),
     ("RADAR_TEST_SKAB_DIR", TestScope::Harness),

@@ -25,6 +25,7 @@ impl CoverageHistory {
         if self.active.contains(&cause) {
             return false;
         }
+        self.backdate(cause, at);
         if self.active.is_empty() {
             self.push_gap(cause, at);
         }
@@ -174,6 +175,44 @@ impl CoverageHistory {
     }
 
     /// Opens a new gap at `at`, clamped to the end of the previous gap.
+    /// A gap dated back to before the newest gap began (an MQTT outage is
+    /// dated from its last packet, and may be noticed only after a stall
+    /// gap opened, or opened and closed): the time from `at` to that gap
+    /// was not watched either, so it becomes a gap of `cause` in front of
+    /// it. Only when no frame was processed after `at`, and never over the
+    /// gap before.
+    fn backdate(&mut self, cause: GapCause, at: DateTime<Utc>) {
+        let n = self.gaps.len();
+        let Some(newest) = self.gaps.last() else {
+            return;
+        };
+        let until = newest.from;
+        if at >= until || self.covered_to.is_some_and(|seen| seen > at) {
+            return;
+        }
+        let floor = n
+            .checked_sub(2)
+            .map(|i| self.gaps[i].to.unwrap_or(self.gaps[i].from));
+        let from = floor.map_or(at, |f| at.max(f));
+        if from >= until {
+            return;
+        }
+        self.gaps.insert(
+            n - 1,
+            Gap {
+                cause,
+                from,
+                to: Some(until),
+            },
+        );
+        if self.gaps.len() > MAX_GAPS {
+            let oldest = self.gaps.remove(0);
+            let end = oldest.to.unwrap_or(oldest.from);
+            self.dropped.add(oldest.cause, end - oldest.from);
+            self.dropped_before = Some(self.dropped_before.map_or(end, |d| d.max(end)));
+        }
+    }
+
     fn push_gap(&mut self, cause: GapCause, at: DateTime<Utc>) {
         let from = match self.gaps.last() {
             Some(Gap { to: Some(end), .. }) => at.max(*end),

@@ -390,6 +390,7 @@ impl MonitorCore {
         let Engine::Detector(detector) = &mut self.engine else {
             return Ok(Step::default());
         };
+        slow_fit_for_tests(service_id);
         detector
             .fit()
             .map_err(|source| CoreError::Detector { service_id, source })?;
@@ -604,3 +605,20 @@ impl MonitorCore {
 fn required_names(config: &MonitorConfig) -> Vec<String> {
     config.required_readings().map(|r| r.name.clone()).collect()
 }
+
+/// Tests only (the `fault-injection` feature, refused in release builds):
+/// `RADAR_TEST_FIT_DELAY_MS` makes the static fit take that long, so that a
+/// test can kill a worker while it fits. The fit itself takes milliseconds.
+#[cfg(feature = "fault-injection")]
+fn slow_fit_for_tests(service_id: Uuid) {
+    if let Some(ms) = std::env::var("RADAR_TEST_FIT_DELAY_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        tracing::warn!(monitor_id = %service_id, delay_ms = ms, "Test hook: the static fit is held up.");
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn slow_fit_for_tests(_: Uuid) {}

@@ -5,19 +5,31 @@
 //! `magic "RADARSNP" | format u16 | service id 16 | config fingerprint 32 |
 //! runtime versions str | processed count u64 | observation history len u32 |
 //! saved at i64 (µs since epoch) | payload len u64 | payload SHA-256 32 |
-//! key id str | check 8`, where `check` is the first 8 bytes of the SHA-256
-//! of everything before it. The check is not a security measure (the HMAC
-//! is); it tells damaged bytes apart from a snapshot signed with another key.
+//! key id str | graph | check 8`, where `graph` is one byte 0 (not a graph
+//! run) or 1 followed by `semantics hash str | readings u16 | per reading:
+//! name str, topic str, required u8`, and `check` is the first 8 bytes of
+//! the SHA-256 of everything before it. The check is not a security measure
+//! (the HMAC is); it tells damaged bytes apart from a snapshot signed with
+//! another key.
+//!
+//! Format 2 added `graph`, so that a graph run's binding is checked on
+//! signed fields before any payload byte is decoded. Format 1 envelopes are
+//! refused by name (the format was never released; see the README).
 
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 use uuid::Uuid;
 
+use super::BoundGraph;
+use crate::config::ReadingConfig;
+
 const MAGIC: &[u8; 8] = b"RADARSNP";
 const CHECK_LEN: usize = 8;
 /// Strings longer than this are not something radar writes.
 const MAX_STR_LEN: usize = 4096;
+/// More readings than this are not something a monitor has.
+const MAX_READINGS: usize = 1024;
 
 /// The signed description of a snapshot. Built by `seal`, read back by `parse`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +50,9 @@ pub struct Envelope {
     pub payload_len: u64,
     pub payload_sha256: [u8; 32],
     pub key_id: String,
+    /// A graph run's executable semantics and resolved readings; `None` for
+    /// a plain monitor.
+    pub graph: Option<BoundGraph>,
 }
 
 /// Why envelope bytes could not be read.
@@ -72,6 +87,20 @@ impl Envelope {
         out.extend_from_slice(&self.payload_len.to_be_bytes());
         out.extend_from_slice(&self.payload_sha256);
         put_str(&mut out, &self.key_id);
+        match &self.graph {
+            None => out.push(0),
+            Some(graph) => {
+                out.push(1);
+                put_str(&mut out, &graph.semantics_hash);
+                let count = graph.readings.len().min(MAX_READINGS);
+                out.extend_from_slice(&(count as u16).to_be_bytes());
+                for reading in &graph.readings[..count] {
+                    put_str(&mut out, &reading.name);
+                    put_str(&mut out, &reading.topic);
+                    out.push(u8::from(reading.required));
+                }
+            }
+        }
         let check = check_of(&out);
         out.extend_from_slice(&check);
         out
@@ -119,6 +148,36 @@ impl Envelope {
         let payload_len = u64::from_be_bytes(r.array("payload_len")?);
         let payload_sha256 = r.array("payload_sha256")?;
         let key_id = r.string("key_id")?;
+        let graph = match r.array::<1>("graph")?[0] {
+            0 => None,
+            1 => {
+                let semantics_hash = r.string("graph.semantics_hash")?;
+                let count = u16::from_be_bytes(r.array("graph.readings")?) as usize;
+                if count > MAX_READINGS {
+                    return Err(EnvelopeError::Malformed("graph.readings"));
+                }
+                let mut readings = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let name = r.string("graph.readings.name")?;
+                    let topic = r.string("graph.readings.topic")?;
+                    let required = match r.array::<1>("graph.readings.required")?[0] {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(EnvelopeError::Malformed("graph.readings.required")),
+                    };
+                    readings.push(ReadingConfig {
+                        name,
+                        topic,
+                        required,
+                    });
+                }
+                Some(BoundGraph {
+                    semantics_hash,
+                    readings,
+                })
+            }
+            _ => return Err(EnvelopeError::Malformed("graph")),
+        };
         if !r.rest.is_empty() {
             return Err(EnvelopeError::TrailingBytes(r.rest.len()));
         }
@@ -133,6 +192,7 @@ impl Envelope {
             payload_len,
             payload_sha256,
             key_id,
+            graph,
         })
     }
 }
@@ -196,14 +256,57 @@ mod tests {
             format_version: super::super::FORMAT_VERSION,
             service_id: Uuid::from_u128(0x1234),
             config_fingerprint: [9; 32],
-            runtime_versions: "statrs=0.19.1,detector=x,format=1".into(),
+            runtime_versions: "statrs=0.19.1,detector=x,format=2".into(),
             processed_count: 42,
             observation_history_len: 3,
             saved_at: DateTime::from_timestamp_micros(1_790_000_000_123_456).unwrap(),
             payload_len: 100,
             payload_sha256: [5; 32],
             key_id: "0123456789abcdef".into(),
+            graph: None,
         }
+    }
+
+    fn graph_sample() -> Envelope {
+        Envelope {
+            graph: Some(BoundGraph {
+                semantics_hash: "a".repeat(64),
+                readings: vec![
+                    ReadingConfig {
+                        name: "flow".into(),
+                        topic: "plant/pump7/flow".into(),
+                        required: true,
+                    },
+                    ReadingConfig {
+                        name: "note".into(),
+                        topic: "plant/pump7/note".into(),
+                        required: false,
+                    },
+                ],
+            }),
+            ..sample()
+        }
+    }
+
+    #[test]
+    fn a_graph_binding_is_read_back_exactly_and_every_prefix_is_refused() {
+        let bytes = graph_sample().encode();
+        assert_eq!(Envelope::parse(&bytes).unwrap(), graph_sample());
+        assert_ne!(bytes, sample().encode());
+        for len in 0..bytes.len() {
+            assert!(Envelope::parse(&bytes[..len]).is_err(), "prefix of {len}");
+        }
+    }
+
+    #[test]
+    fn a_changed_graph_binding_changes_the_encoding() {
+        let base = graph_sample().encode();
+        let mut env = graph_sample();
+        env.graph.as_mut().unwrap().readings[0].topic = "plant/pump8/flow".into();
+        assert_ne!(env.encode(), base);
+        let mut env = graph_sample();
+        env.graph.as_mut().unwrap().readings[1].required = true;
+        assert_ne!(env.encode(), base);
     }
 
     #[test]
@@ -227,12 +330,12 @@ mod tests {
     #[test]
     fn another_format_version_is_named_not_called_damage() {
         let mut env = sample();
-        env.format_version = 2;
+        env.format_version = 1;
         assert_eq!(
             Envelope::parse(&env.encode()),
-            Err(EnvelopeError::UnknownFormat(2))
+            Err(EnvelopeError::UnknownFormat(1))
         );
-        assert_eq!(Envelope::framed_version(&env.encode()), Ok(2));
+        assert_eq!(Envelope::framed_version(&env.encode()), Ok(1));
     }
 
     #[test]

@@ -6,9 +6,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{
-    CheckpointKey, Envelope, IncompatibleReason, ManagedState, ProcessingCounters,
-    RecoveryMetadata, Refusal, SnapshotBinding, SnapshotBytes, Verified, check_compatible,
-    decode_verified, graph_change, key::hex,
+    BoundGraph, CheckpointKey, Envelope, ManagedState, ProcessingCounters, RecoveryMetadata,
+    Refusal, SnapshotBinding, SnapshotBytes, Verified, check_compatible, decode_verified, key::hex,
 };
 use crate::{align::Watermarks, coverage::CoverageHistory};
 
@@ -19,7 +18,8 @@ pub struct Inspection {
     pub service_id: Uuid,
     /// Whether the monitor has a snapshot row at all.
     pub present: bool,
-    /// Signature, envelope, row columns, payload digest and decoding all check out.
+    /// Signature, envelope, row columns and payload digest check out (and,
+    /// for a compatible snapshot, decoding).
     pub verified: bool,
     /// Bound to this monitor, its current config, this binary and this key.
     pub compatible: bool,
@@ -36,7 +36,9 @@ pub struct Inspection {
     pub envelope: Option<EnvelopeView>,
     /// Short form of the row's signature (its fencing token).
     pub fencing_token: Option<String>,
-    /// Decoded only from authentic bytes (signature and digest verified).
+    /// Decoded only from authentic bytes (signature and digest verified)
+    /// that this monitor could restore: an incompatible payload is never
+    /// decoded, like a worker never decodes one.
     pub counters: Option<ProcessingCounters>,
     pub coverage: Option<CoverageHistory>,
     pub watermarks: Option<Watermarks>,
@@ -96,6 +98,8 @@ pub struct EnvelopeView {
     pub payload_len: u64,
     pub payload_sha256: String,
     pub key_id: String,
+    /// A graph run's signed binding: semantics hash and resolved readings.
+    pub graph: Option<BoundGraph>,
 }
 
 impl From<&Envelope> for EnvelopeView {
@@ -111,6 +115,7 @@ impl From<&Envelope> for EnvelopeView {
             payload_len: e.payload_len,
             payload_sha256: hex(&e.payload_sha256),
             key_id: e.key_id.clone(),
+            graph: e.graph.clone(),
         }
     }
 }
@@ -171,36 +176,22 @@ impl Inspection {
         view.envelope = Some((&verified.envelope).into());
         view.processed_count = Some(verified.envelope.processed_count);
         view.saved_at = Some(verified.envelope.saved_at);
-        let mut compatibility = check_compatible(&verified.envelope, binding, key);
-        // The bytes are authentic, so decoding them for display is safe even
-        // when this monitor could not restore them.
+        view.verified = true;
+        // Like a worker: the payload is decoded only once every check on
+        // the signed envelope passed.
+        if let Err(reason) = check_compatible(&verified.envelope, binding, key) {
+            view.refuse(&Refusal::Incompatible(reason));
+            return view;
+        }
         match decode_verified(&verified, bytes) {
             Ok((state, detector)) => {
-                view.verified = true;
                 view.phase = detector.map(|d| d.phase().as_str().to_string());
-                // A graph run's refusal names what changed in its binding.
-                if let Some(change) = graph_change(binding, state.graph.as_ref())
-                    && matches!(
-                        compatibility,
-                        Ok(()) | Err(IncompatibleReason::ConfigChanged { .. })
-                    )
-                {
-                    compatibility = Err(change);
-                }
                 view.show(state);
-            }
-            Err(reason) => {
-                view.refuse(&Refusal::Corrupted(reason));
-                return view;
-            }
-        }
-        match compatibility {
-            Ok(()) => {
                 view.compatible = true;
                 view.reason = None;
                 view.reason_code = None;
             }
-            Err(reason) => view.refuse(&Refusal::Incompatible(reason)),
+            Err(reason) => view.refuse(&Refusal::Corrupted(reason)),
         }
         view
     }

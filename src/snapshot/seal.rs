@@ -1,6 +1,7 @@
 //! Sealing state into signed snapshot bytes, and opening them again in the
-//! only safe order: signature, digest, compatibility, history rule, and
-//! only then the payload decoder.
+//! only safe order: signature, digest, compatibility (graph binding
+//! included), history rule, all on signed envelope fields, and only then
+//! the payload decoder.
 
 use std::fmt;
 
@@ -12,8 +13,8 @@ use uuid::Uuid;
 
 use super::{
     BoundGraph, CheckpointKey, CorruptReason, Corrupted, Envelope, FORMAT_VERSION, GraphChange,
-    GraphCheckpoint, Incompatible, IncompatibleReason, LoadOutcome, ManagedState, Restored,
-    key::hex, runtime_versions, version_changes,
+    Incompatible, IncompatibleReason, LoadOutcome, ManagedState, Restored, key::hex,
+    runtime_versions, version_changes,
 };
 use crate::{config::MonitorConfig, detector::Detector};
 
@@ -124,6 +125,7 @@ pub fn seal(
         payload_len: payload.len() as u64,
         payload_sha256: Sha256::digest(&payload).into(),
         key_id: key.key_id(),
+        graph: binding.graph.clone(),
     };
     let envelope_bytes = envelope.encode();
     let mut mac = key.mac();
@@ -218,7 +220,10 @@ pub fn verify(bytes: &SnapshotBytes, key: &CheckpointKey) -> Result<Verified, Re
     Ok(Verified { envelope, token })
 }
 
-/// The compatibility checks and the empty-history rule, on a verified envelope.
+/// The compatibility checks and the empty-history rule, on a verified
+/// envelope: every one on signed envelope fields, so none needs the payload.
+/// A graph run's binding is compared before the config fingerprint (which
+/// covers it too), so its refusal says what changed in the graph.
 pub fn check_compatible(
     envelope: &Envelope,
     binding: &SnapshotBinding,
@@ -228,6 +233,9 @@ pub fn check_compatible(
         return Err(IncompatibleReason::OtherService {
             snapshot: envelope.service_id,
         });
+    }
+    if let Some(change) = graph_change(binding, envelope.graph.as_ref()) {
+        return Err(change);
     }
     if envelope.config_fingerprint != binding.config_fingerprint {
         return Err(IncompatibleReason::ConfigChanged {
@@ -276,6 +284,13 @@ pub fn decode_verified(
             env.observation_history_len
         )));
     }
+    if let Some(graph) = &state.graph
+        && env.graph.as_ref() != Some(&graph.bound)
+    {
+        return Err(CorruptReason::Inconsistent(
+            "the payload's graph binding differs from the signed envelope's".into(),
+        ));
+    }
     let detector = state
         .decode_detector()
         .map_err(|e| CorruptReason::Undecodable(format!("detector: {e}")))?;
@@ -303,24 +318,13 @@ pub fn open_verified(
     key: &CheckpointKey,
 ) -> LoadOutcome {
     let service_id = binding.service_id;
+    // Every compatibility check runs on the signed envelope: an
+    // incompatible payload is never decoded.
     if let Err(reason) = check_compatible(&verified.envelope, binding, key) {
-        let reason = match reason {
-            // Authentic bytes, so decoding them to say what changed is safe.
-            IncompatibleReason::ConfigChanged { .. } if binding.graph.is_some() => {
-                ManagedState::decode(&bytes.payload)
-                    .ok()
-                    .and_then(|state| graph_change(binding, state.graph.as_ref()))
-                    .unwrap_or(reason)
-            }
-            other => other,
-        };
         return LoadOutcome::Incompatible(Incompatible { service_id, reason });
     }
     match decode_verified(&verified, bytes) {
         Ok((state, detector)) => {
-            if let Some(reason) = graph_change(binding, state.graph.as_ref()) {
-                return LoadOutcome::Incompatible(Incompatible { service_id, reason });
-            }
             if binding.graph.is_some() && state.graph.is_none() && state.counters.frames > 0 {
                 return LoadOutcome::Corrupted(Corrupted {
                     service_id,
@@ -341,21 +345,23 @@ pub fn open_verified(
     }
 }
 
-/// What differs between the graph a run's snapshot was computed under and
-/// the graph the run is bound to now; `None` when nothing does, or when
-/// the snapshot holds no graph state to compare.
+/// What differs between the graph binding a run's snapshot was signed
+/// under (its envelope's) and the one the run is bound to now; `None` when
+/// nothing does, or for a plain monitor (its config fingerprint covers the
+/// rest). A snapshot without a graph binding read by a graph run differs in
+/// everything.
 pub fn graph_change(
     binding: &SnapshotBinding,
-    snapshot: Option<&GraphCheckpoint>,
+    stored: Option<&BoundGraph>,
 ) -> Option<IncompatibleReason> {
-    let (expected, stored) = (binding.graph.as_ref()?, &snapshot?.bound);
-    let semantics = (stored.semantics_hash != expected.semantics_hash).then(|| {
-        (
-            stored.semantics_hash.clone(),
-            expected.semantics_hash.clone(),
-        )
-    });
-    let readings = reading_changes(&stored.readings, &expected.readings);
+    let expected = binding.graph.as_ref()?;
+    let (stored_hash, stored_readings) = match stored {
+        Some(s) => (s.semantics_hash.as_str(), s.readings.as_slice()),
+        None => ("none (not a graph run)", &[][..]),
+    };
+    let semantics = (stored_hash != expected.semantics_hash)
+        .then(|| (stored_hash.to_string(), expected.semantics_hash.clone()));
+    let readings = reading_changes(stored_readings, &expected.readings);
     if semantics.is_none() && readings.is_empty() {
         return None;
     }

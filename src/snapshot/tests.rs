@@ -585,3 +585,121 @@ proptest! {
         prop_assert!(!matches!(outcome, LoadOutcome::Restored(_) | LoadOutcome::Missing));
     }
 }
+
+/// An envelope bound to `config`'s graph run, over `payload`.
+fn graph_envelope_for(config: &MonitorConfig, payload: &[u8]) -> Envelope {
+    let binding = SnapshotBinding::for_monitor(service(), config);
+    Envelope {
+        config_fingerprint: binding.config_fingerprint,
+        runtime_versions: binding.runtime_versions,
+        graph: binding.graph,
+        ..envelope_for(payload)
+    }
+}
+
+#[test]
+fn a_graph_binding_mismatch_is_reported_before_an_undecodable_payload_is_decoded() {
+    let snapshot = graph_monitor(&"a".repeat(64), "plant/pump7/flow");
+    let bytes = signed(
+        &graph_envelope_for(&snapshot, UNDECODABLE),
+        UNDECODABLE.to_vec(),
+        &key(),
+    );
+    // Control: under its own binding the payload reaches the decoder and fails.
+    assert_eq!(
+        corrupt_reason(open_as_bytes(&bytes, &snapshot)).code(),
+        "undecodable_payload"
+    );
+    for now in [
+        graph_monitor(&"b".repeat(64), "plant/pump7/flow"),
+        graph_monitor(&"a".repeat(64), "plant/pump8/flow"),
+    ] {
+        let reason = incompatible_reason(open_as_bytes(&bytes, &now));
+        assert_eq!(reason.code(), "graph_changed", "{reason}");
+    }
+}
+
+#[test]
+fn a_snapshot_without_a_graph_binding_read_by_a_graph_run_is_a_graph_change() {
+    let bytes = signed(&envelope_for(UNDECODABLE), UNDECODABLE.to_vec(), &key());
+    let now = graph_monitor(&"a".repeat(64), "plant/pump7/flow");
+    let reason = incompatible_reason(open_as_bytes(&bytes, &now));
+    let IncompatibleReason::GraphChanged(change) = &reason else {
+        panic!("{reason:?}")
+    };
+    assert_eq!(
+        change.semantics.as_ref().map(|s| s.0.as_str()),
+        Some("none (not a graph run)")
+    );
+}
+
+#[test]
+fn a_payload_whose_graph_binding_differs_from_the_signed_one_is_inconsistent() {
+    let config = graph_monitor(&"a".repeat(64), "plant/pump7/flow");
+    let mut sealed = graph_sealed(&config);
+    // Re-sign the same payload under an envelope claiming another binding,
+    // as only a key holder could; the decoder's cross-check catches it.
+    let other = graph_monitor(&"b".repeat(64), "plant/pump7/flow");
+    let mut envelope = sealed.envelope.clone();
+    envelope.graph = SnapshotBinding::for_monitor(service(), &other).graph;
+    envelope.config_fingerprint = other.fingerprint();
+    sealed.bytes = signed(&envelope, sealed.bytes.payload, &key());
+    let reason = corrupt_reason(open_as_bytes(&sealed.bytes, &other));
+    assert!(
+        matches!(&reason, CorruptReason::Inconsistent(m) if m.contains("graph binding")),
+        "{reason}"
+    );
+}
+
+#[test]
+fn inspection_of_an_incompatible_graph_snapshot_never_decodes_its_payload() {
+    let snapshot = graph_monitor(&"a".repeat(64), "plant/pump7/flow");
+    let bytes = signed(
+        &graph_envelope_for(&snapshot, UNDECODABLE),
+        UNDECODABLE.to_vec(),
+        &key(),
+    );
+    let now = graph_monitor(&"b".repeat(64), "plant/pump7/flow");
+    let binding = SnapshotBinding::for_monitor(service(), &now);
+    let columns = || UnverifiedColumns {
+        processed_count: None,
+        saved_at: None,
+    };
+    let inspection = Inspection::of(verify(&bytes, &key()), &bytes, columns(), &binding, &key());
+    assert_eq!(inspection.reason_code, Some("graph_changed"));
+    assert!(inspection.verified && !inspection.compatible);
+    assert!(inspection.counters.is_none() && inspection.coverage.is_none());
+    assert_eq!(
+        inspection.envelope.unwrap().graph.unwrap().semantics_hash,
+        "a".repeat(64),
+        "the signed binding is shown"
+    );
+    // Under its own binding the same payload is decoded, and fails.
+    let own = SnapshotBinding::for_monitor(service(), &snapshot);
+    let inspection = Inspection::of(verify(&bytes, &key()), &bytes, columns(), &own, &key());
+    assert_eq!(inspection.reason_code, Some("undecodable_payload"));
+}
+
+#[test]
+fn a_format_1_envelope_is_refused_by_name() {
+    let mut envelope = sealed(7).envelope;
+    envelope.format_version = 1;
+    let bytes = signed(&envelope, sealed(7).bytes.payload, &key());
+    let reason = incompatible_reason(open(&bytes, &binding(), &key()));
+    assert_eq!(
+        reason,
+        IncompatibleReason::FormatVersion {
+            snapshot: 1,
+            running: FORMAT_VERSION
+        }
+    );
+    assert!(reason.to_string().contains("format version 1"), "{reason}");
+}
+
+fn open_as_bytes(bytes: &SnapshotBytes, config: &MonitorConfig) -> LoadOutcome {
+    open(
+        bytes,
+        &SnapshotBinding::for_monitor(service(), config),
+        &key(),
+    )
+}

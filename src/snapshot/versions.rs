@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use crate::detector::ALGORITHM_VERSION;
 
 /// Layout of the envelope and payload. Bump on any change to either.
-pub const FORMAT_VERSION: u16 = 1;
+/// 2: the envelope carries a graph run's binding (semantics and readings).
+pub const FORMAT_VERSION: u16 = 2;
 
 /// Exact versions of the crates that decide the detector's numbers, written
 /// by `build.rs` from Cargo.lock (e.g. `statrs=0.19.1,nalgebra=0.35.0`).
@@ -77,7 +78,7 @@ mod tests {
     #[test]
     fn runtime_versions_name_every_numeric_crate_the_detector_and_the_format() {
         let versions = runtime_versions();
-        for name in ["statrs=", "nalgebra=", "format=1"] {
+        for name in ["statrs=", "nalgebra=", "format=2"] {
             assert!(versions.contains(name), "{versions}");
         }
         assert!(

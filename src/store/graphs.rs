@@ -115,11 +115,28 @@ pub enum GraphStoreError {
     },
     #[error("a monitor named {0:?} already exists; retire and delete it, then activate again")]
     ServiceNameTaken(String),
+    #[error(
+        "graph authoring is turned off for the fleet: publishing and activating graphs is \
+         refused; existing runs keep executing and can still be listed, inspected and stopped. \
+         Turn it on with `radar graph authoring enable` once every worker runs a radar that \
+         supports graph runs"
+    )]
+    AuthoringDisabled,
 }
 
 impl From<diesel::result::Error> for GraphStoreError {
     fn from(e: diesel::result::Error) -> Self {
         Self::Store(StoreError::Query(e))
+    }
+}
+
+/// Refuses unless fleet-wide authoring is on (inside the caller's
+/// transaction, so switching it off waits for the publication).
+async fn require_authoring(conn: &mut AsyncPgConnection) -> Result<(), GraphStoreError> {
+    if super::fleet::authoring_enabled_for_update(conn).await? {
+        Ok(())
+    } else {
+        Err(GraphStoreError::AuthoringDisabled)
     }
 }
 
@@ -196,6 +213,7 @@ impl GraphStore {
         let mut conn = checkout(&self.pool).await?;
         let plan = conn
             .transaction::<_, GraphStoreError, _>(async |conn| {
+                require_authoring(conn).await?;
                 diesel::insert_into(graphs::table)
                     .values((
                         graphs::id.eq(Uuid::new_v4()),
@@ -272,6 +290,7 @@ impl GraphStore {
         let mut conn = checkout(&self.pool).await?;
         let activated = conn
             .transaction::<_, GraphStoreError, _>(async |conn| {
+                require_authoring(conn).await?;
                 let graph_id: Uuid = graphs::table
                     .filter(graphs::name.eq(graph))
                     .select(graphs::id)

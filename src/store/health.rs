@@ -59,6 +59,32 @@ pub struct HealthReporter {
     fence: Fence,
 }
 
+/// An owner reports what it processed and committed.
+const OWNER_COUNTS: [(&str, &str); 2] = [
+    ("{processed_count}", "EXCLUDED.processed_count"),
+    ("{last_checkpoint_at}", "EXCLUDED.last_checkpoint_at"),
+];
+/// A worker that did not start the monitor restored nothing, so it cannot
+/// know how far the monitor got: the last reported count and checkpoint
+/// stay (a refused start never shows the count dropping to 0).
+const UNOWNED_COUNTS: [(&str, &str); 2] = [
+    (
+        "{processed_count}",
+        "radar_operational_status.processed_count",
+    ),
+    (
+        "{last_checkpoint_at}",
+        "radar_operational_status.last_checkpoint_at",
+    ),
+];
+
+fn upsert(condition: &str, counts: [(&str, &str); 2]) -> String {
+    counts.iter().fold(
+        UPSERT.replace("{condition}", condition),
+        |sql, (hole, value)| sql.replace(hole, value),
+    )
+}
+
 /// The upsert, applied only if the snapshot row holds one of the tokens.
 /// The EXISTS is a plain read: it never waits for a row lock. Times are on
 /// the database's clock: the heartbeat is `now()`, and the last checkpoint
@@ -74,8 +100,8 @@ SELECT $1, $2, $3, $4, $5, $6, now() - ($13 - $7), $8, $9, $10, $11, $12, now(),
 WHERE {condition}
 ON CONFLICT (service_id) DO UPDATE SET
     worker_id = EXCLUDED.worker_id, state = EXCLUDED.state, phase = EXCLUDED.phase,
-    connected = EXCLUDED.connected, processed_count = EXCLUDED.processed_count,
-    last_checkpoint_at = EXCLUDED.last_checkpoint_at, fencing_token = EXCLUDED.fencing_token,
+    connected = EXCLUDED.connected, processed_count = {processed_count},
+    last_checkpoint_at = {last_checkpoint_at}, fencing_token = EXCLUDED.fencing_token,
     ownership = EXCLUDED.ownership, recovery = EXCLUDED.recovery,
     coverage = EXCLUDED.coverage, last_error = EXCLUDED.last_error,
     heartbeat_at = EXCLUDED.heartbeat_at, reading_seen_at = EXCLUDED.reading_seen_at";
@@ -111,7 +137,7 @@ impl HealthReporter {
                 break;
             }
             let accepted = self.fence.accepted(true);
-            let sql = UPSERT.replace("{condition}", OWNED);
+            let sql = upsert(OWNED, OWNER_COUNTS);
             let written = write_status(
                 &self.store,
                 self.service_id,
@@ -142,7 +168,8 @@ impl CheckpointStore {
     /// Writes the status of a monitor this worker does not own, e.g. one
     /// whose snapshot failed to load: only while the row still holds the
     /// signature it saw (`None`: still has no row), so it never overwrites
-    /// the status of a worker that committed since.
+    /// the status of a worker that committed since. It keeps the row's
+    /// processed count and last checkpoint: this worker restored nothing.
     pub async fn report_unowned(
         &self,
         service_id: Uuid,
@@ -154,7 +181,7 @@ impl CheckpointStore {
         } else {
             STILL_MISSING
         };
-        let sql = UPSERT.replace("{condition}", condition);
+        let sql = upsert(condition, UNOWNED_COUNTS);
         let seen = seen_signature.map(<[u8]>::to_vec);
         write_status(self, service_id, &sql, record, "", "none", |q| {
             q.bind::<Nullable<Bytea>, _>(seen)

@@ -4,6 +4,7 @@
 //! - `migrate`: migrations and the schema ledger.
 //! - `services`: the monitors' rows.
 //! - `status`: reading the operational status workers write.
+//! - `fleet`: the worker registry and the fleet-wide graph authoring switch.
 //! - `graphs`: graph revisions and runs: publish, activate, admit, failure records.
 //! - `schema`: diesel table definitions.
 //! - `stored`: a snapshot row as read back, and its trust checks.
@@ -17,6 +18,7 @@ mod connection;
 mod error;
 mod evidence;
 mod fence;
+pub mod fleet;
 pub mod graphs;
 mod health;
 mod migrate;

@@ -88,6 +88,17 @@ pub async fn migrated_database_on(server: &str, tag: &str) -> TestDb {
     db
 }
 
+/// Turns fleet-wide graph authoring on (it starts off), as
+/// `radar graph authoring enable` does when no live worker blocks it.
+pub async fn enable_graph_authoring(db: &TestDb) {
+    let pool = radar::store::connect(&db.url, 1, STATEMENT_TIMEOUT)
+        .await
+        .expect("connect to test database");
+    radar::store::fleet::set_authoring(&pool, true, "test")
+        .await
+        .expect("enable graph authoring");
+}
+
 /// A connection to a test database, for direct SQL in assertions.
 pub async fn connect(db: &TestDb) -> AsyncPgConnection {
     AsyncPgConnection::establish(&db.url)

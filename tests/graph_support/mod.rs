@@ -142,6 +142,7 @@ pub fn diagnostics(node: &str) -> FailureDiagnostics {
 /// A migrated database with the example graph published.
 pub async fn setup(tag: &str) -> (crate::common::TestDb, GraphStore, AsyncPgConnection) {
     let db = crate::common::migrated_database(tag).await;
+    crate::common::enable_graph_authoring(&db).await;
     let graphs = GraphStore::new(
         store::connect(&db.url, 4, crate::common::STATEMENT_TIMEOUT)
             .await

@@ -1,6 +1,7 @@
 //! `radar graph ...`: publishing graph revisions, activating, stopping and
-//! inspecting runs. Publishing and activating are authoring and obey
-//! `RADAR_GRAPH_AUTHORING_ENABLED`; listing, inspecting and stopping always work.
+//! inspecting runs, and the fleet-wide authoring switch. Publishing and
+//! activating are authoring: refused while the switch (in PostgreSQL) is
+//! off; listing, inspecting and stopping always work.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -9,7 +10,10 @@ use clap::Subcommand;
 use radar::{
     config::Settings,
     graph::{CompiledGraph, GraphDefinition},
-    store::{self, GraphStore, PlanChange, PublishPlan, RunInspection, RunSummary, StopOutcome},
+    store::{
+        self, GraphStore, PlanChange, PublishPlan, RunInspection, RunSummary, StopOutcome,
+        fleet::{self, AuthoringStatus},
+    },
 };
 use uuid::Uuid;
 
@@ -50,19 +54,32 @@ pub enum GraphCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The fleet-wide switch for publishing and activating graphs (off on a
+    /// new database). `enable` refuses while a live worker runs a binary
+    /// without graph support, naming it.
+    Authoring {
+        #[command(subcommand)]
+        action: AuthoringAction,
+    },
 }
 
-const AUTHORING_OFF: &str = "graph authoring is turned off (RADAR_GRAPH_AUTHORING_ENABLED=false): \
-     publishing and activating graphs is refused; existing runs keep executing and can still be \
-     listed, inspected and stopped";
+#[derive(Debug, Clone, Copy, Subcommand)]
+pub enum AuthoringAction {
+    /// Turn publishing and activating on, if every live worker supports graph runs.
+    Enable,
+    /// Turn publishing and activating off; running graph runs are not affected.
+    Disable,
+    /// Show the switch and every live worker with its graph support.
+    Status {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
 
 pub async fn run(command: GraphCommand, settings: &Settings) -> anyhow::Result<ExitCode> {
-    let authoring = matches!(
-        command,
-        GraphCommand::Publish { dry_run: false, .. } | GraphCommand::Activate { .. }
-    );
-    if authoring && !settings.graph_authoring_enabled {
-        anyhow::bail!(AUTHORING_OFF);
+    if let GraphCommand::Authoring { action } = command {
+        return authoring(action, settings).await;
     }
     let definition = match &command {
         GraphCommand::Publish { file, .. } => {
@@ -138,8 +155,83 @@ pub async fn run(command: GraphCommand, settings: &Settings) -> anyhow::Result<E
             }
         }
         (GraphCommand::Publish { .. }, None) => unreachable!("read above"),
+        (GraphCommand::Authoring { .. }, _) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn authoring(action: AuthoringAction, settings: &Settings) -> anyhow::Result<ExitCode> {
+    store::check_schema(&settings.database_url).await?;
+    let pool = store::connect(&settings.database_url, 1, settings.checkpoint_timeout()).await?;
+    let status = match action {
+        AuthoringAction::Status { json: true } => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&fleet::authoring_status(&pool).await?)?
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        AuthoringAction::Status { json: false } => fleet::authoring_status(&pool).await?,
+        AuthoringAction::Enable | AuthoringAction::Disable => {
+            let enable = matches!(action, AuthoringAction::Enable);
+            let status = fleet::set_authoring(&pool, enable, &operator()).await?;
+            println!(
+                "Graph authoring is {} for the fleet.",
+                if status.enabled {
+                    "enabled"
+                } else {
+                    "disabled"
+                }
+            );
+            status
+        }
+    };
+    print_authoring(&status);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Who switched authoring, for the record: the login and host of this CLI.
+fn operator() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown user".into());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    if host.is_empty() {
+        user
+    } else {
+        format!("{user}@{host}")
+    }
+}
+
+fn print_authoring(status: &AuthoringStatus) {
+    println!(
+        "authoring:       {} (since {}{})",
+        if status.enabled {
+            "enabled"
+        } else {
+            "disabled"
+        },
+        status.changed_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        status
+            .changed_by
+            .as_deref()
+            .map(|by| format!(", by {by}"))
+            .unwrap_or_default()
+    );
+    if status.live_workers.is_empty() {
+        println!("live workers:    none");
+    }
+    for w in &status.live_workers {
+        if w.supports_graphs() {
+            println!(
+                "live worker:     {} (supports graph runs, heartbeat {:.0} s ago)",
+                w.worker_id,
+                w.heartbeat_age_seconds.max(0.0)
+            );
+        } else {
+            println!("blocking worker: {}", w.blocking_reason());
+        }
+    }
 }
 
 fn print_plan(plan: &PublishPlan) {

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 /// A heartbeat older than this is flagged: the worker that wrote it is
 /// probably gone (workers report every few seconds).
-pub const STALE_HEARTBEAT_SECONDS: i64 = 60;
+pub const STALE_HEARTBEAT_SECONDS: i64 = radar::store::fleet::WORKER_LIVE_FOR.as_secs() as i64;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {

@@ -159,6 +159,17 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
         }
     }
     actix_rt::spawn(watch_clock(pool.clone(), telemetry.board().clone()));
+    // Registered (with what this binary supports) before any monitor
+    // starts, so that graph authoring can only be enabled for a fleet that
+    // runs graphs. Written also with database writes disabled: it is the
+    // fleet's record of live workers, not monitor state.
+    let advert = store::fleet::WorkerAdvert::this_binary(worker_id.clone());
+    if let Err(e) = store::fleet::worker_heartbeat(&pool, &advert).await {
+        tracing::warn!(error = %e, "Could not register this worker in radar_workers; retrying with the heartbeat.");
+    }
+    let registry = actix_rt::spawn(worker_heartbeats(pool.clone(), advert));
+    let registry_pool = pool.clone();
+    let registry_id = worker_id.clone();
     let store = settings
         .db_write_enabled
         .then(|| CheckpointStore::new(pool.clone(), worker_id.clone()));
@@ -188,6 +199,10 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
             worker.stop().await
         }
     };
+    registry.abort();
+    if let Err(e) = store::fleet::worker_stopped(&registry_pool, &registry_id).await {
+        tracing::warn!(error = %e, "Could not record this worker as stopped in radar_workers; it counts as live until its heartbeat ages out.");
+    }
     server_handle.stop(true).await;
     if let Err(e) = meter_provider.shutdown() {
         tracing::warn!(error = %e, "Could not flush metrics at shutdown.");
@@ -313,6 +328,24 @@ const CLOCK_SKEW: &str = "clock_skew";
 /// offset beyond a few seconds rejects or admits input wrongly.
 const CLOCK_TOLERANCE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 const CLOCK_CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// Refreshes this worker's row in `radar_workers`; a failure is logged
+/// once until a heartbeat lands again (the database being away is
+/// reported by the monitors).
+async fn worker_heartbeats(pool: store::Pool, advert: store::fleet::WorkerAdvert) {
+    let mut failing = false;
+    loop {
+        tokio::time::sleep(store::fleet::WORKER_HEARTBEAT_EVERY).await;
+        match store::fleet::worker_heartbeat(&pool, &advert).await {
+            Ok(()) => failing = false,
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(error = %e, "Could not refresh this worker's heartbeat in radar_workers; retrying.");
+            }
+            Err(_) => {}
+        }
+    }
+}
 
 /// Compares this worker's clock with the database's every 10 s (see
 /// [`clock_agrees`]).

@@ -244,6 +244,8 @@ impl Harness {
             serde_json::to_string_pretty(graph).expect("graph JSON"),
         )
         .expect("write graph file");
+        // Authoring starts off; every worker these tests start supports graphs.
+        self.graph(&["authoring", "enable"]);
         self.graph(&["publish", "--file", &path.display().to_string()])
     }
 

@@ -3,12 +3,15 @@
 //! Windows during which a monitor cannot have watched its stream, each of
 //! which the final coverage history must cover with gaps (up to the slack):
 //! - a restart: from the save time of the snapshot a worker restored to the
-//!   restore (what happened in between was rolled back or never seen);
+//!   restore (what happened in between was rolled back or never seen), or
+//!   to where a broker blackhole began whose held-back frames could still
+//!   reach the broker after the restore (see `restart_window_end`);
 //! - a broker outage, once the workers could notice it;
 //! - a database outage longer than the checkpoint timeout, from when the
 //!   model must have stopped advancing: the timeout (plus detection) after
 //!   the outage began, or after frames could flow again when the broker was
-//!   down too (without input nothing is left uncommitted, so nothing stalls).
+//!   down or its link blackholed too (without input nothing is left
+//!   uncommitted, so nothing stalls).
 //!
 //! Windows are clipped to the history's covered span (a monitor reports
 //! nothing before its first or after its newest frame) and to the part of
@@ -29,7 +32,7 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
         *effective.entry(r.monitor).or_default() += 1;
         windows.entry(r.monitor).or_default().push((
             r.saved_at,
-            r.at,
+            restart_window_end(obs, r.at),
             format!(
                 "restart: {} restored the snapshot saved {}",
                 r.writer,
@@ -51,12 +54,19 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
             // cannot commit started. While the broker is down nothing
             // changes and no checkpoint is due, so that clock starts once
             // frames can flow again.
+            // A blackholed link stops frames just the same; they flow
+            // again once TCP retransmits what it held (see
+            // `link_delivers_again`).
             OutageKind::Database => {
                 let flowing = obs
                     .outages
                     .iter()
-                    .filter(|b| b.kind == OutageKind::Broker && b.from < o.to && b.to > o.from)
-                    .map(|b| b.to + reconnect)
+                    .filter(|b| b.from < o.to && b.to > o.from)
+                    .filter_map(|b| match b.kind {
+                        OutageKind::Broker => Some(b.to + reconnect),
+                        OutageKind::BrokerLink => Some(link_delivers_again(b)),
+                        OutageKind::Database => None,
+                    })
                     .fold(o.from, Ts::max);
                 flowing + timeout
             }
@@ -108,6 +118,36 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
         });
     }
     v.vacuous_fails("monitors")
+}
+
+/// Where a restart window ends: at the restore, unless frames with older
+/// source times could still reach the broker after it. A restored worker
+/// subscribes only after the restore (clean session, nothing retained), so
+/// it sees exactly the frames that reach the broker afterwards, and the
+/// product dates the end of its gap at the first one's source time. The
+/// publisher timestamps a frame when it hands it over; a blackholed link
+/// (no reset, the publisher stays connected) holds every frame since the
+/// blackhole began and TCP delivers them late: its retransmission timer
+/// doubles, so the first retransmission after the link is back can come
+/// up to the blackhole's length later (plus a second for the minimum
+/// timeout and the broker). Frames from such a blackhole are watched, not
+/// missed, so the window ends where the blackhole began.
+fn restart_window_end(obs: &Observations, restored_at: Ts) -> Ts {
+    obs.outages
+        .iter()
+        .filter(|b| b.kind == OutageKind::BrokerLink && b.from < restored_at)
+        .filter(|b| restored_at < link_delivers_again(b))
+        .map(|b| b.from)
+        .fold(restored_at, Ts::min)
+}
+
+/// By when the frames a blackholed link held back have all reached the
+/// broker: TCP's retransmission timer doubles while the link is dead, so
+/// its first retransmission after the link is back comes up to the
+/// blackhole's length later, plus a second for the minimum timeout and
+/// the broker.
+fn link_delivers_again(b: &super::Outage) -> Ts {
+    b.to + (b.to - b.from) + chrono::Duration::seconds(1)
 }
 
 /// The gaps near a window, for the failure message.

@@ -403,6 +403,28 @@ fn coverage_fails_when_a_gap_starts_later_than_the_rolled_back_snapshot() {
 }
 
 #[test]
+fn coverage_accepts_a_restart_gap_ending_at_frames_a_blackhole_held_back_past_the_restore() {
+    let mut run = healthy();
+    // w2 restores at 14 s; the gap ends at 12.5 s, the source time of the
+    // first frame it processed: one the blackholed link (12-13.5 s) held
+    // back and delivered after the restore.
+    run.obs.coverage.get_mut(&M).unwrap().gaps[2] = gap("restart_rollback", 10.0, 12.5);
+    assert_fails(&run.obs, "(e)", "1.5 s of 12:00:10.000 .. 12:00:14.000");
+    run.obs.outages.push(Outage {
+        kind: OutageKind::BrokerLink,
+        from: t(12.0),
+        to: t(13.5),
+        what: "broker blackhole".into(),
+    });
+    assert_eq!(verdict(&run.obs, "(e)").failed, 0);
+    // A blackhole long over before the restore held nothing back: the
+    // restart window runs to the restore again.
+    run.obs.outages.last_mut().unwrap().from = t(5.0);
+    run.obs.outages.last_mut().unwrap().to = t(6.0);
+    assert_fails(&run.obs, "(e)", "restart: w2");
+}
+
+#[test]
 fn coverage_fails_when_a_broker_outage_is_not_a_gap() {
     let mut run = healthy();
     let coverage = run.obs.coverage.get_mut(&M).unwrap();
@@ -447,6 +469,31 @@ fn coverage_counts_the_stall_timeout_from_when_frames_flow_again_after_a_broker_
     // Without the broker outage the stall was due from 16.5 s.
     run.obs.outages.remove(0);
     assert_fails(&run.obs, "(e)", "pause after the broker");
+}
+
+#[test]
+fn coverage_counts_the_stall_timeout_from_when_a_blackholed_link_delivers_again() {
+    let mut run = healthy();
+    // The database is down 8-18 s and the broker link blackholed 7-9 s:
+    // its frames reach the broker by 12 s at the latest (2 s of held-back
+    // retransmissions plus 1 s), so the stall was due from 20.5 s at the
+    // earliest: nothing to cover before the database came back.
+    run.obs.outages.push(Outage {
+        kind: OutageKind::Database,
+        from: t(8.0),
+        to: t(18.0),
+        what: "pause during a blackhole".into(),
+    });
+    run.obs.outages.push(Outage {
+        kind: OutageKind::BrokerLink,
+        from: t(7.0),
+        to: t(9.0),
+        what: "broker blackhole".into(),
+    });
+    assert_eq!(verdict(&run.obs, "(e)").failed, 0);
+    // Without the blackhole the stall was due from 16.5 s.
+    run.obs.outages.pop();
+    assert_fails(&run.obs, "(e)", "pause during a blackhole");
 }
 
 #[test]

@@ -1,0 +1,2 @@
+DROP TABLE radar_workers;
+DROP TABLE radar_fleet_settings;
