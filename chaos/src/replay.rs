@@ -9,7 +9,7 @@
 
 use anyhow::Result;
 use diesel::sql_types::{Text, Uuid as SqlUuid};
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use crate::observe::connect;
@@ -65,17 +65,39 @@ pub async fn save(url: &str, monitor: Uuid) -> Result<()> {
 /// Writes the saved copy back, keeping the newest row for the repair.
 /// False when the row has not moved on since the copy (nothing replayed).
 pub async fn replay(url: &str, monitor: Uuid) -> Result<bool> {
-    run(
-        url,
-        "INSERT INTO chaos_replay_new SELECT * FROM radar_runtime_checkpoints WHERE service_id = $1",
-        monitor,
-    )
-    .await?;
-    let sql = format!(
+    let mut conn = connect(url).await?;
+    let write_back = format!(
         "UPDATE radar_runtime_checkpoints c SET {COLUMNS} FROM chaos_replay_old o \
          WHERE c.service_id = $1 AND o.service_id = $1 AND c.signature <> o.signature"
     );
-    Ok(run(url, &sql, monitor).await? == 1)
+    let replayed = conn
+        .transaction::<_, diesel::result::Error, _>(async |conn| {
+            // Under the row lock no checkpoint commits between keeping the
+            // newest row and writing the copy back, so the repair puts back
+            // exactly the row the checkpoint ledger names as the newest.
+            diesel::sql_query(
+                "SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE",
+            )
+            .bind::<SqlUuid, _>(monitor)
+            .execute(conn)
+            .await?;
+            for sql in [
+                "DELETE FROM chaos_replay_new WHERE service_id = $1",
+                "INSERT INTO chaos_replay_new SELECT * FROM radar_runtime_checkpoints \
+                 WHERE service_id = $1",
+            ] {
+                diesel::sql_query(sql)
+                    .bind::<SqlUuid, _>(monitor)
+                    .execute(conn)
+                    .await?;
+            }
+            diesel::sql_query(&write_back)
+                .bind::<SqlUuid, _>(monitor)
+                .execute(conn)
+                .await
+        })
+        .await?;
+    Ok(replayed == 1)
 }
 
 /// Puts the newest row back, if the row still holds the replayed copy.
