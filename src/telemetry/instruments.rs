@@ -18,7 +18,7 @@ use opentelemetry::{
 
 use super::{
     condition::MonitorState,
-    labels::{DetectorPhase, key},
+    labels::key,
     names::Metric,
     readiness::{Board, MonitorView},
 };
@@ -161,22 +161,15 @@ impl Instruments {
             u64_gauge(meter, board, Metric::MqttConnected, |v, o| {
                 o.observe(u64::from(v.connected), &v.attrs)
             }),
+            // One series per monitor for its current state (and phase), not
+            // one per possible value: `== 1` queries read the same, and a
+            // thousand monitors do not expose ten thousand zeros.
             u64_gauge(meter, board, Metric::MonitorState, |v, o| {
-                for state in MonitorState::ALL {
-                    o.observe(
-                        u64::from(v.state == state),
-                        &with(v, key::STATE, state.as_str()),
-                    );
-                }
+                o.observe(1, &with(v, key::STATE, v.state.as_str()));
             }),
             u64_gauge(meter, board, Metric::DetectorPhase, |v, o| {
                 if let Some(current) = v.phase {
-                    for &phase in DetectorPhase::ALL {
-                        o.observe(
-                            u64::from(phase == current),
-                            &with(v, key::PHASE, phase.as_str()),
-                        );
-                    }
+                    o.observe(1, &with(v, key::PHASE, current.as_str()));
                 }
             }),
             u64_gauge(meter, board, Metric::RecoveryRestoredProcessed, |v, o| {
