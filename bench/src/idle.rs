@@ -44,6 +44,8 @@ pub struct IdleReport {
     pub cpu_share: f64,
     pub scrape: ScrapeCost,
     pub rss_kib: u64,
+    /// Rows written per second, per table (from `pg_stat_user_tables`).
+    pub by_table: Vec<(String, f64)>,
     pub load_before: String,
     pub load_after: String,
 }
@@ -114,6 +116,25 @@ async fn db_stats(admin: &mut AsyncPgConnection, name: &str) -> Result<DbStats> 
     .await?)
 }
 
+#[derive(diesel::QueryableByName, Debug, Clone)]
+struct TableWrites {
+    #[diesel(sql_type = Text)]
+    table: String,
+    #[diesel(sql_type = BigInt)]
+    rows: i64,
+}
+
+/// Rows written so far per table of the worker's database.
+async fn table_writes(db: &BenchDb) -> Result<Vec<TableWrites>> {
+    let mut conn = db.connect().await?;
+    Ok(diesel::sql_query(
+        "SELECT relname::text AS table, (n_tup_ins + n_tup_upd + n_tup_del)::int8 AS rows \
+         FROM pg_stat_user_tables ORDER BY relname",
+    )
+    .load(&mut conn)
+    .await?)
+}
+
 pub async fn run(env: &Env, p: &IdleParams) -> Result<IdleReport> {
     eprintln!("idle: creating {} pump monitors", p.monitors);
     let db = BenchDb::create(&env.db_server, "idle").await?;
@@ -149,6 +170,7 @@ async fn measure(env: &Env, db: &BenchDb, p: &IdleParams) -> Result<IdleReport> 
     tokio::time::sleep(p.settle).await;
     let server = env.db_server.trim_end_matches('/');
     let mut admin = AsyncPgConnection::establish(&format!("{server}/postgres")).await?;
+    let tables_before = table_writes(db).await?;
     let load_before = system::load_average();
     let before = db_stats(&mut admin, &db.name).await?;
     let cpu_before = worker.cpu_time().context("reading the worker's CPU time")?;
@@ -158,6 +180,18 @@ async fn measure(env: &Env, db: &BenchDb, p: &IdleParams) -> Result<IdleReport> 
     let cpu_after = worker.cpu_time().context("reading the worker's CPU time")?;
     let wall = started.elapsed().as_secs_f64();
     let load_after = system::load_average();
+    let tables_after = table_writes(db).await?;
+    let by_table = tables_after
+        .iter()
+        .filter_map(|after| {
+            let before = tables_before
+                .iter()
+                .find(|b| b.table == after.table)
+                .map_or(0, |b| b.rows);
+            let rate = (after.rows - before) as f64 / wall;
+            (rate > 0.0).then(|| (after.table.clone(), rate))
+        })
+        .collect();
     let cpu_share = (cpu_after - cpu_before).as_secs_f64() / wall;
     let rss_kib = worker.rss_kib().map_or(0, |(rss, _)| rss);
 
@@ -178,6 +212,7 @@ async fn measure(env: &Env, db: &BenchDb, p: &IdleParams) -> Result<IdleReport> 
         cpu_share,
         scrape,
         rss_kib,
+        by_table,
         load_before,
         load_after,
     })

@@ -122,8 +122,11 @@ struct IdleArgs {
     /// Measured window, in seconds.
     #[arg(long, default_value_t = 30)]
     window_secs: u64,
-    /// Time from ready to the start of the window, in seconds.
-    #[arg(long, default_value_t = 10)]
+    /// Time from ready to the start of the window, in seconds. The pump
+    /// monitors' readings fall silent 30 s after subscribing (`no_data`,
+    /// `silence_ms` = `max_age_ms`) and that gap's checkpoint follows at
+    /// the 30 s maximum interval: after 75 s every monitor is idle for good.
+    #[arg(long, default_value_t = 75)]
     settle_secs: u64,
     /// /metrics scrapes measured together.
     #[arg(long, default_value_t = 10)]
@@ -489,8 +492,14 @@ fn print_idle(r: &IdleReport) {
         r.scrape.wall.as_secs_f64() * 1000.0
     );
     println!(
-        "\nLoad average before the window {}, after it {}.\n",
-        r.load_before, r.load_after
+        "\nRows written per second by table: {}. Load average before the window {}, after it {}.\n",
+        r.by_table
+            .iter()
+            .map(|(t, rate)| format!("{t} {rate:.1}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        r.load_before,
+        r.load_after
     );
 }
 
