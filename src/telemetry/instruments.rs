@@ -66,8 +66,11 @@ const VIEWS_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(50
 #[derive(Clone)]
 struct SharedViews {
     board: Board,
-    memo: Arc<Mutex<Option<(Instant, u64, Arc<Vec<MonitorView>>)>>>,
+    memo: Arc<Mutex<Option<Memo>>>,
 }
+
+/// When the views were built, the board's membership then, and the views.
+type Memo = (Instant, u64, Arc<Vec<MonitorView>>);
 
 impl SharedViews {
     fn new(board: &Board) -> Self {
