@@ -41,6 +41,7 @@ async fn an_idle_monitor_is_not_suspended_by_the_checkpoint_timeout() {
             "radar_monitor_state",
             &[("monitor_id", &id), ("state", "stalled")]
         ),
-        Some(0.0)
+        None,
+        "only the current state has a series, and it is not stalled"
     );
 }

@@ -104,7 +104,7 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
     );
     assert_eq!(
         value("radar_detector_phase", &[("phase", "training")]),
-        Some(0.0),
+        None,
         "{text}"
     );
     assert_eq!(

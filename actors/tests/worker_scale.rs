@@ -10,6 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use diesel_async::RunQueryDsl;
 use worker_common::*;
 
 const MONITORS: usize = 200;
@@ -102,6 +103,30 @@ async fn two_hundred_monitors_in_one_process_all_run_and_process_data() {
     eprintln!(
         "{MONITORS} monitors still running and advancing; RSS {} MiB",
         worker.rss_kib() / 1024
+    );
+
+    // The worker writes its monitors' heartbeats together: every status
+    // row version names the transaction that wrote it, and the rows of 200
+    // monitors heartbeating every 2 s come from the last few flushes (one
+    // a second), not from 200 transactions of their own.
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let writers: Count =
+        diesel::sql_query("SELECT count(DISTINCT xmin::text) AS n FROM radar_operational_status")
+            .get_result(&mut h.connect().await)
+            .await
+            .expect("count the transactions behind the status rows");
+    eprintln!(
+        "{MONITORS} status rows written by {} transactions",
+        writers.n
+    );
+    assert!(
+        writers.n <= 10,
+        "{MONITORS} status rows come from {} transactions: heartbeats are not coalesced",
+        writers.n
     );
 }
 

@@ -8,7 +8,7 @@
 //!   ingest ceiling).
 //! - [`db`]: a database of its own per benchmark, and its monitors.
 //! - [`worker`]: a real `radar worker` process: readiness, metrics, /proc.
-//! - [`ingest`], [`checkpoint`], [`recovery`]: the scenarios of the
+//! - [`ingest`], [`checkpoint`], [`recovery`], [`idle`]: the scenarios of the
 //!   `radar-bench` binary, each measuring the product beside its ceiling
 //!   in one run.
 //! - [`system`], [`http`], [`stats`]: the machine, /proc, HTTP and numbers.
@@ -20,6 +20,7 @@ pub mod broker;
 pub mod checkpoint;
 pub mod db;
 pub mod http;
+pub mod idle;
 pub mod ingest;
 pub mod mqtt;
 pub mod recovery;

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use radar_bench::{
     checkpoint::{self, CheckpointParams, CheckpointResult},
+    idle::{self, IdleParams, IdleReport},
     ingest::{self, Consumer, Env, IngestParams, IngestReport},
     recovery::{self, RecoveryReport},
     stats, system,
@@ -46,6 +47,9 @@ enum Command {
     Checkpoint(CheckpointArgs),
     /// Start-to-ready time and idle memory of a worker whose monitors all have snapshots.
     Recovery(RecoveryArgs),
+    /// Idle cost: PostgreSQL commits/s and rows/s, worker CPU share, and
+    /// the size and CPU of a /metrics scrape, with idle pump monitors.
+    Idle(IdleArgs),
     /// The ceiling's consumer process (started by `ingest`).
     #[command(hide = true)]
     BareSubscribe {
@@ -104,6 +108,29 @@ struct CheckpointArgs {
     /// Commits per monitor per block.
     #[arg(long, default_value_t = 200)]
     block: usize,
+}
+
+#[derive(Debug, clap::Args)]
+struct IdleArgs {
+    /// Monitor counts to measure, one worker process each.
+    #[arg(
+        long = "idle-monitors",
+        value_delimiter = ',',
+        default_value = "1000,10000"
+    )]
+    idle_monitors: Vec<usize>,
+    /// Measured window, in seconds.
+    #[arg(long, default_value_t = 30)]
+    window_secs: u64,
+    /// Time from ready to the start of the window, in seconds. The pump
+    /// monitors' readings fall silent 30 s after subscribing (`no_data`,
+    /// `silence_ms` = `max_age_ms`) and that gap's checkpoint follows at
+    /// the 30 s maximum interval: after 75 s every monitor is idle for good.
+    #[arg(long, default_value_t = 75)]
+    settle_secs: u64,
+    /// /metrics scrapes measured together.
+    #[arg(long, default_value_t = 10)]
+    scrapes: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -191,6 +218,21 @@ async fn run(cli: Cli) -> Result<()> {
             let report = recovery_run(&env, &db, &args).await;
             db.drop_db().await?;
             print_recovery(&report?, None);
+        }
+        Command::Idle(args) => {
+            for &monitors in &args.idle_monitors {
+                let report = idle::run(
+                    &env,
+                    &IdleParams {
+                        monitors,
+                        settle: Duration::from_secs(args.settle_secs),
+                        window: Duration::from_secs(args.window_secs),
+                        scrapes: args.scrapes,
+                    },
+                )
+                .await?;
+                print_idle(&report);
+            }
         }
         // Served before the machine report, above.
         Command::BareSubscribe { .. } => {}
@@ -408,6 +450,57 @@ fn print_checkpoint(results: &[CheckpointResult]) {
         );
     }
     println!();
+}
+
+fn print_idle(r: &IdleReport) {
+    let p = &r.params;
+    println!(
+        "## Idle worker, {} pump monitors, no data ({} s window after {} s settling)\n",
+        p.monitors,
+        p.window.as_secs(),
+        p.settle.as_secs()
+    );
+    println!("| figure | measured | ceiling |");
+    println!("| --- | --- | --- |");
+    println!(
+        "| ready after start | {:.1} s | - |",
+        r.ready_after.as_secs_f64()
+    );
+    println!(
+        "| PostgreSQL commits/s (worker's database) | {:.2} | 2 |",
+        r.commits_per_s
+    );
+    println!(
+        "| rows written/s (inserted + updated + deleted) | {:.0} | - |",
+        r.rows_per_s
+    );
+    println!(
+        "| worker CPU | {:.2}% of a core ({:.2}% per 1000 monitors) | 1% per 1000 monitors |",
+        r.cpu_share * 100.0,
+        r.cpu_share * 100.0 * 1000.0 / p.monitors.max(1) as f64
+    );
+    println!("| worker RSS | {:.1} MiB | - |", r.rss_kib as f64 / 1024.0);
+    println!(
+        "| one /metrics scrape: size | {:.2} MB, {} lines | 1 MB (at 1000 monitors) |",
+        r.scrape.bytes as f64 / 1e6,
+        r.scrape.lines
+    );
+    println!(
+        "| one /metrics scrape: worker CPU above idle (mean of {}) | {:.1} ms (wall {:.1} ms) | 20 ms (at 1000 monitors) |",
+        p.scrapes,
+        r.scrape.cpu.as_secs_f64() * 1000.0,
+        r.scrape.wall.as_secs_f64() * 1000.0
+    );
+    println!(
+        "\nRows written per second by table: {}. Load average before the window {}, after it {}.\n",
+        r.by_table
+            .iter()
+            .map(|(t, rate)| format!("{t} {rate:.1}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        r.load_before,
+        r.load_after
+    );
 }
 
 fn print_recovery(r: &RecoveryReport, ingest: Option<&IngestReport>) {

@@ -33,6 +33,10 @@ pub enum StoreError {
     AlreadyRetired { id: Uuid, retired_at: String },
     #[error("monitor {id} has an invalid stored config: {reason}")]
     InvalidStoredConfig { id: Uuid, reason: String },
+    /// The error of a statement several monitors' writes shared (a batch
+    /// of heartbeats), as its message.
+    #[error("{0}")]
+    Batched(String),
     #[error("the database did not answer within {seconds} s")]
     Timeout { seconds: u64 },
 }

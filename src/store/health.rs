@@ -15,7 +15,7 @@ use super::{
 
 /// Times a refused heartbeat is retried because its own writer committed a
 /// new checkpoint meanwhile; more in a row means something else is wrong.
-const MAX_RACES: usize = 3;
+pub(super) const MAX_RACES: usize = 3;
 
 /// What a monitor reports about itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,9 +54,9 @@ pub enum HealthOutcome {
 /// Writes the health of one monitor while its writer owns the snapshot.
 #[derive(Debug, Clone)]
 pub struct HealthReporter {
-    store: CheckpointStore,
-    service_id: Uuid,
-    fence: Fence,
+    pub(super) store: CheckpointStore,
+    pub(super) service_id: Uuid,
+    pub(super) fence: Fence,
 }
 
 /// An owner reports what it processed and committed.
@@ -126,7 +126,9 @@ impl HealthReporter {
         self.service_id
     }
 
-    /// Writes `record` if the snapshot row still holds this writer's token.
+    /// Writes `record` on its own, in one statement, if the snapshot row
+    /// still holds this writer's token. Periodic heartbeats go through
+    /// [`super::Heartbeats`] instead, which writes many monitors at once.
     pub async fn report(self, record: &HealthRecord) -> HealthOutcome {
         for _ in 0..=MAX_RACES {
             let (generation, token, lost) = {

@@ -12,6 +12,7 @@
 //! - `fence`: the tokens a writer and its heartbeat share.
 //! - `evidence`: alarms and evidence rows, committed under a writer's token.
 //! - `health`: the operational status, checked against the token without locking.
+//! - `heartbeats`: every monitor's periodic status of one worker, written together.
 
 mod checkpoints;
 mod connection;
@@ -21,6 +22,7 @@ mod fence;
 pub mod fleet;
 pub mod graphs;
 mod health;
+mod heartbeats;
 mod migrate;
 pub mod schema;
 mod services;
@@ -46,6 +48,7 @@ pub use graphs::{
     PublishPlan, RetriedFailure, RevisionRow, RunInspection, RunRow, RunSummary, StopOutcome,
 };
 pub use health::{HealthOutcome, HealthRecord, HealthReporter};
+pub use heartbeats::{FLUSH_EVERY, HeartbeatFlusher, Heartbeats, MAX_ROWS_PER_STATEMENT};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};
 pub use status::{ClockReading, StatusRow, list_status, read_clock, without_live_owner};

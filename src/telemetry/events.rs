@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use opentelemetry::KeyValue;
 use tracing::{debug, error, info, trace, warn};
 
 use super::{
@@ -140,7 +141,9 @@ impl InternalEvent for FrameScored {
     fn emit(self, m: &MonitorTelemetry) {
         trace!(monitor_id = %m.id(), score = self.score, flagged = self.flagged, "Frame scored.");
         if self.score.is_finite() {
-            m.instruments.frame_score.record(self.score, m.attrs());
+            // Distributions are per worker: per monitor they would multiply
+            // the exposition by their buckets for every monitor.
+            m.instruments.frame_score.record(self.score, &[]);
         }
         if self.flagged {
             m.instruments.frames_flagged.add(1, m.attrs());
@@ -187,7 +190,7 @@ impl InternalEvent for ModelOperationFinished {
         );
         m.instruments.model_operation_duration.record(
             self.duration.as_secs_f64(),
-            &m.attrs_with(key::OPERATION, self.operation.as_str()),
+            &[KeyValue::new(key::OPERATION, self.operation.as_str())],
         );
     }
 }
@@ -216,8 +219,8 @@ impl InternalEvent for CheckpointCommitted {
             .add(1, &m.attrs_with(key::TRIGGER, self.trigger.as_str()));
         m.instruments
             .checkpoint_duration
-            .record(self.duration.as_secs_f64(), m.attrs());
-        m.instruments.checkpoint_size.record(self.bytes, m.attrs());
+            .record(self.duration.as_secs_f64(), &[]);
+        m.instruments.checkpoint_size.record(self.bytes, &[]);
         m.hold_ownership();
         m.set_snapshot_saved_at(self.saved_at);
     }

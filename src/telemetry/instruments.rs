@@ -10,6 +10,11 @@
 //! only what the last callback observed), where a synchronous gauge would
 //! repeat its last value forever.
 
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::Instant,
+};
+
 use chrono::Utc;
 use opentelemetry::{
     KeyValue,
@@ -18,7 +23,7 @@ use opentelemetry::{
 
 use super::{
     condition::MonitorState,
-    labels::{DetectorPhase, key},
+    labels::key,
     names::Metric,
     readiness::{Board, MonitorView},
 };
@@ -49,6 +54,46 @@ const SIZE_BOUNDS: &[f64] = &[
     16_777_216.0,
     67_108_864.0,
 ];
+
+/// How long one copy of every monitor's view serves the gauge callbacks:
+/// one collection runs all of them within milliseconds, so each builds
+/// the views once instead of once per gauge.
+const VIEWS_FRESH_FOR: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Every monitor's view, shared by the gauge callbacks of one collection;
+/// rebuilt when older than [`VIEWS_FRESH_FOR`] or when a monitor was
+/// admitted or removed since (so a removed monitor's series end at once).
+#[derive(Clone)]
+struct SharedViews {
+    board: Board,
+    memo: Arc<Mutex<Option<Memo>>>,
+}
+
+/// When the views were built, the board's membership then, and the views.
+type Memo = (Instant, u64, Arc<Vec<MonitorView>>);
+
+impl SharedViews {
+    fn new(board: &Board) -> Self {
+        Self {
+            board: board.clone(),
+            memo: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn get(&self) -> Arc<Vec<MonitorView>> {
+        let membership = self.board.membership();
+        let mut memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, seen, views)) = memo.as_ref()
+            && *seen == membership
+            && at.elapsed() < VIEWS_FRESH_FOR
+        {
+            return views.clone();
+        }
+        let views = Arc::new(self.board.views(Utc::now()));
+        *memo = Some((Instant::now(), membership, views.clone()));
+        views
+    }
+}
 
 /// The synchronous instruments; the gauges live as callbacks in the meter.
 #[derive(Debug)]
@@ -94,18 +139,18 @@ fn histogram(meter: &Meter, m: Metric, bounds: &[f64]) -> Histogram<f64> {
 /// A gauge whose callback observes every monitor view on the board.
 fn u64_gauge(
     meter: &Meter,
-    board: &Board,
+    views: &SharedViews,
     m: Metric,
     observe: impl Fn(&MonitorView, &dyn AsyncInstrument<u64>) + Send + Sync + 'static,
 ) -> ObservableGauge<u64> {
-    let board = board.clone();
+    let views = views.clone();
     meter
         .u64_observable_gauge(m.name())
         .with_unit(m.unit())
         .with_description(m.description())
         .with_callback(move |o| {
-            for view in board.views(Utc::now()) {
-                observe(&view, o);
+            for view in views.get().iter() {
+                observe(view, o);
             }
         })
         .build()
@@ -113,18 +158,18 @@ fn u64_gauge(
 
 fn f64_gauge(
     meter: &Meter,
-    board: &Board,
+    views: &SharedViews,
     m: Metric,
     observe: impl Fn(&MonitorView, &dyn AsyncInstrument<f64>) + Send + Sync + 'static,
 ) -> ObservableGauge<f64> {
-    let board = board.clone();
+    let views = views.clone();
     meter
         .f64_observable_gauge(m.name())
         .with_unit(m.unit())
         .with_description(m.description())
         .with_callback(move |o| {
-            for view in board.views(Utc::now()) {
-                observe(&view, o);
+            for view in views.get().iter() {
+                observe(view, o);
             }
         })
         .build()
@@ -143,6 +188,7 @@ impl Instruments {
     /// Builds every instrument of [`Metric::ALL`] on `meter`; the gauges read
     /// `board`.
     pub fn new(meter: &Meter, board: &Board) -> Self {
+        let board = &SharedViews::new(board);
         let u64_gauges = vec![
             u64_gauge(meter, board, Metric::IngressQueueDepth, |v, o| {
                 o.observe(v.queue_depth, &v.attrs)
@@ -164,22 +210,15 @@ impl Instruments {
             u64_gauge(meter, board, Metric::MqttConnected, |v, o| {
                 o.observe(u64::from(v.connected), &v.attrs)
             }),
+            // One series per monitor for its current state (and phase), not
+            // one per possible value: `== 1` queries read the same, and a
+            // thousand monitors do not expose ten thousand zeros.
             u64_gauge(meter, board, Metric::MonitorState, |v, o| {
-                for state in MonitorState::ALL {
-                    o.observe(
-                        u64::from(v.state == state),
-                        &with(v, key::STATE, state.as_str()),
-                    );
-                }
+                o.observe(1, &with(v, key::STATE, v.state.as_str()));
             }),
             u64_gauge(meter, board, Metric::DetectorPhase, |v, o| {
                 if let Some(current) = v.phase {
-                    for &phase in DetectorPhase::ALL {
-                        o.observe(
-                            u64::from(phase == current),
-                            &with(v, key::PHASE, phase.as_str()),
-                        );
-                    }
+                    o.observe(1, &with(v, key::PHASE, current.as_str()));
                 }
             }),
             u64_gauge(meter, board, Metric::RecoveryRestoredProcessed, |v, o| {
@@ -222,7 +261,7 @@ impl Instruments {
                 }
             }),
         ];
-        let stale_board = board.clone();
+        let stale_views = board.clone();
         let stale = Metric::RecoveryStaleRejected;
         let observable_counters = vec![
             meter
@@ -230,7 +269,7 @@ impl Instruments {
                 .with_unit(stale.unit())
                 .with_description(stale.description())
                 .with_callback(move |o| {
-                    for v in stale_board.views(Utc::now()) {
+                    for v in stale_views.get().iter() {
                         o.observe(v.stale_rejected, &v.attrs)
                     }
                 })

@@ -191,7 +191,9 @@ impl Metric {
             Self::ObservationsRejected => "Messages or observations discarded, by reason",
             Self::FramesEmitted => "Aligned frames handed to the detector",
             Self::FramesFlagged => "Scored frames the detector flagged as anomalous",
-            Self::FrameScore => "Anomaly score of each monitored frame",
+            Self::FrameScore => {
+                "Anomaly score of each monitored frame, over all monitors of the worker"
+            }
             Self::AlarmsOpened => "Alarms opened by the alarm rule",
             Self::AlarmsClosed => "Alarms closed after the detector returned to normal",
             Self::IngressQueueDepth => "Observations waiting in the bounded ingress queue",
@@ -199,18 +201,26 @@ impl Metric {
             Self::PartialFrameValues => {
                 "Values waiting in the partial frame for the rest of their frame"
             }
-            Self::ModelOperationDuration => "Time the model thread spent per operation",
+            Self::ModelOperationDuration => {
+                "Time the model threads spent per operation, over all monitors of the worker"
+            }
             Self::CheckpointCommits => "Snapshots committed, by trigger",
             Self::CheckpointFailures => "Checkpoint attempts that did not commit, by reason",
-            Self::CheckpointDuration => "Time from checkpoint start to commit",
-            Self::CheckpointSize => "Size of each committed snapshot",
+            Self::CheckpointDuration => {
+                "Time from checkpoint start to commit, over all monitors of the worker"
+            }
+            Self::CheckpointSize => {
+                "Size of each committed snapshot, over all monitors of the worker"
+            }
             Self::SnapshotAge => "Time since the save time of the last committed snapshot",
             Self::ReadingAge => {
                 "Time since the newest accepted observation of each required reading was received"
             }
             Self::OwnershipHeld => "1 while this worker holds the monitor's fencing token",
             Self::Quarantined => "1 once the monitor is quarantined",
-            Self::MonitorState => "1 for the monitor's current state, 0 for the others",
+            Self::MonitorState => {
+                "1 for the monitor's current state (the only state series it has)"
+            }
             Self::MqttConnected => "1 while every required subscription is acknowledged",
             Self::MqttReconnectAttempts => "Connection attempts retried on the backoff schedule",
             Self::CoverageGapDuration => "Closed coverage gaps, in seconds, by cause",
@@ -222,7 +232,9 @@ impl Metric {
             Self::RecoveryStaleRejected => {
                 "Observations at or below a restored watermark since the start"
             }
-            Self::DetectorPhase => "1 for the detector's current phase, 0 for the others",
+            Self::DetectorPhase => {
+                "1 for the detector's current phase (the only phase series it has)"
+            }
         }
     }
 

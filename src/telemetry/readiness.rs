@@ -174,6 +174,8 @@ pub struct MonitorView {
 pub struct Board {
     slots: Arc<RwLock<BTreeMap<Uuid, Arc<Slot>>>>,
     held: Arc<RwLock<BTreeMap<&'static str, String>>>,
+    /// Bumped whenever a monitor is admitted or removed.
+    membership: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Board {
@@ -189,6 +191,8 @@ impl Board {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, slot.clone());
+        self.membership
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         slot
     }
 
@@ -213,11 +217,21 @@ impl Board {
     /// Takes a monitor off the board: it is no longer admitted here.
     /// Returns whether it was there.
     pub fn remove(&self, id: Uuid) -> bool {
-        self.slots
+        let removed = self
+            .slots
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id)
-            .is_some()
+            .is_some();
+        self.membership
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        removed
+    }
+
+    /// Changes whenever a monitor is admitted or removed, so a copy of the
+    /// views can tell it is out of date.
+    pub fn membership(&self) -> u64 {
+        self.membership.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn len(&self) -> usize {

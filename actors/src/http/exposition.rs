@@ -64,8 +64,11 @@ pub fn build_meter_provider(
     otlp: OtlpPush,
 ) -> anyhow::Result<(SdkMeterProvider, Registry)> {
     let registry = Registry::new();
+    // No `otel_scope_*` labels: radar has one scope, and on every line of
+    // thousands of monitors' series they would be most of the exposition.
     let exporter = opentelemetry_prometheus::exporter()
         .with_registry(registry.clone())
+        .scope_info_enabled(false)
         .build()
         .context("could not register the Prometheus exporter")?;
     let mut resource = Resource::builder()

@@ -192,9 +192,10 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
     );
     assert_eq!(at("radar_frames_emitted_total", &me), 3.0);
     assert_eq!(at("radar_frames_flagged_total", &me), 1.0);
-    assert_eq!(at("radar_frame_score_count", &me), 3.0);
-    assert!((at("radar_frame_score_sum", &me) - 8.4).abs() < 1e-9);
-    assert_eq!(at("radar_frame_score_bucket", &with("le", "1")), 2.0);
+    // Distributions are the worker's, over all its monitors.
+    assert_eq!(at("radar_frame_score_count", &[]), 3.0);
+    assert!((at("radar_frame_score_sum", &[]) - 8.4).abs() < 1e-9);
+    assert_eq!(at("radar_frame_score_bucket", &[("le", "1")]), 2.0);
     assert_eq!(at("radar_alarms_opened_total", &me), 1.0);
     assert_eq!(at("radar_alarms_closed_total", &me), 1.0);
     assert_eq!(at("radar_ingress_queue_depth", &me), 3.0);
@@ -202,7 +203,7 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
     assert_eq!(
         at(
             "radar_model_operation_duration_seconds_count",
-            &with("operation", "score")
+            &[("operation", "score")]
         ),
         1.0
     );
@@ -220,14 +221,17 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
         ),
         1.0
     );
-    assert!((at("radar_checkpoint_duration_seconds_sum", &me) - 0.02).abs() < 1e-9);
-    assert_eq!(at("radar_checkpoint_size_bytes_sum", &me), 3000.0);
+    assert!((at("radar_checkpoint_duration_seconds_sum", &[]) - 0.02).abs() < 1e-9);
+    assert_eq!(at("radar_checkpoint_size_bytes_sum", &[]), 3000.0);
     let age = at("radar_snapshot_age_seconds", &me);
     assert!((0.0..60.0).contains(&age), "snapshot age {age}");
     assert_eq!(at("radar_ownership_held", &me), 1.0);
     assert_eq!(at("radar_quarantined", &me), 0.0);
     assert_eq!(at("radar_monitor_state", &with("state", "connected")), 1.0);
-    assert_eq!(at("radar_monitor_state", &with("state", "stalled")), 0.0);
+    assert_eq!(
+        sample(&text, "radar_monitor_state", &with("state", "stalled")),
+        None
+    );
     assert_eq!(at("radar_mqtt_connected", &me), 1.0);
     assert_eq!(at("radar_mqtt_reconnect_attempts_total", &me), 2.0);
     assert_eq!(
@@ -248,7 +252,10 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
         at("radar_detector_phase", &with("phase", "monitoring")),
         1.0
     );
-    assert_eq!(at("radar_detector_phase", &with("phase", "training")), 0.0);
+    assert_eq!(
+        sample(&text, "radar_detector_phase", &with("phase", "training")),
+        None
+    );
 }
 
 #[actix_web::test]
@@ -265,6 +272,48 @@ async fn every_metric_appears_under_the_name_and_type_the_names_module_predicts(
         let line = format!("# TYPE {} {kind}", m.prometheus_name());
         assert!(text.contains(&line), "missing `{line}` in\n{text}");
     }
+}
+
+#[actix_web::test]
+async fn distributions_are_per_worker_and_no_line_carries_scope_labels() {
+    let f = fixture();
+    let second = Uuid::from_u128(0x0b0b);
+    record_a_known_history(&pump(&f));
+    record_a_known_history(&f.telemetry.monitor(second, "second"));
+    let (_, text) = f.get("/metrics").await;
+    for family in [
+        "radar_frame_score",
+        "radar_model_operation_duration_seconds",
+        "radar_checkpoint_duration_seconds",
+        "radar_checkpoint_size_bytes",
+    ] {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}_")))
+            .collect();
+        assert!(!lines.is_empty(), "no {family} series in\n{text}");
+        assert!(
+            lines.iter().all(|l| !l.contains("monitor_id")),
+            "{family} is split per monitor: {lines:?}"
+        );
+    }
+    // Both monitors' frames land in the one score distribution.
+    assert_eq!(sample(&text, "radar_frame_score_count", &[]), Some(6.0));
+    assert!(!text.contains("otel_scope_"), "scope labels in\n{text}");
+    // What stays per monitor: a bounded number of lines each.
+    let id = PUMP.to_string();
+    let per_monitor = text
+        .lines()
+        .filter(|l| l.contains(&format!("monitor_id=\"{id}\"")))
+        .count();
+    assert!(
+        per_monitor <= 50,
+        "{per_monitor} lines for one monitor:\n{}",
+        text.lines()
+            .filter(|l| l.contains(&id))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[actix_web::test]

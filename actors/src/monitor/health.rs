@@ -14,7 +14,7 @@ use chrono::Utc;
 use radar::telemetry::{MonitorTelemetry, RejectReason, events};
 use radar::{
     mqtt::{IngressCounters, LinkStatus},
-    store::{HealthOutcome, HealthRecord, HealthReporter},
+    store::{HealthOutcome, HealthRecord, HealthReporter, Heartbeats},
 };
 use tokio::sync::{Mutex, watch};
 use uuid::Uuid;
@@ -76,6 +76,9 @@ pub struct HealthActor {
     /// one in flight instead of finding no reporter and writing nothing.
     /// `None`: writes disabled, or ownership lost.
     reporter: Arc<Mutex<Option<HealthReporter>>>,
+    /// The worker's heartbeat batch: periodic writes go there, written
+    /// with every other monitor's; `None`: each writes on its own.
+    heartbeats: Option<Heartbeats>,
     monitor: Addr<MonitorActor>,
     ever_connected: bool,
     /// Messages consumed at the last check, and when that number last moved.
@@ -95,6 +98,7 @@ impl HealthActor {
         service_id: Uuid,
         inputs: HealthInputs,
         reporter: Option<HealthReporter>,
+        heartbeats: Option<Heartbeats>,
         monitor: Addr<MonitorActor>,
         metrics: MonitorTelemetry,
         span: tracing::Span,
@@ -105,6 +109,7 @@ impl HealthActor {
             service_id,
             inputs,
             reporter: Arc::new(Mutex::new(reporter)),
+            heartbeats,
             monitor,
             ever_connected: false,
             progress: (0, Instant::now()),
@@ -230,8 +235,12 @@ impl HealthActor {
             return;
         };
         let record = self.record(state);
+        let heartbeats = self.heartbeats.clone();
         async move {
-            let outcome = reporter.report(&record).await;
+            let outcome = match heartbeats {
+                Some(heartbeats) => heartbeats.submit(reporter, record).await,
+                None => reporter.report(&record).await,
+            };
             (slot, outcome)
         }
         .into_actor(self)

@@ -301,6 +301,7 @@ async fn start_once(
         id,
         inputs,
         reporter,
+        worker.heartbeats.clone(),
         monitor.clone(),
         metrics.clone(),
         span.clone(),

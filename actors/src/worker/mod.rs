@@ -17,7 +17,7 @@ use radar::{
     mqtt::Backoff,
     runtime::{CheckpointLimits, RetryBackoff},
     snapshot::CheckpointKey,
-    store::{self, CheckpointStore, GraphStore, MonitorRow, Services, StoreError},
+    store::{self, CheckpointStore, GraphStore, Heartbeats, MonitorRow, Services, StoreError},
     telemetry::Telemetry,
 };
 use tokio::sync::oneshot;
@@ -38,6 +38,8 @@ pub struct WorkerContext {
     pub key: Arc<CheckpointKey>,
     /// `None` when database writes are disabled.
     pub store: Option<CheckpointStore>,
+    /// Every monitor's periodic status, written together (with `store`).
+    pub heartbeats: Option<Heartbeats>,
     pub monitors: MonitorSource,
     /// Graph runs: admission, the bound revision, failure records, stops.
     /// `None` without a database (`radar demo` with writes disabled).
@@ -235,11 +237,17 @@ pub struct RunningWorker {
 /// its own model thread. Call inside a running `actix_rt::System`.
 pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
     let stop_after = setup.settings.checkpoint_timeout() + STOP_GRACE;
+    let heartbeats = setup.store.clone().map(|store| {
+        let (heartbeats, flusher) = Heartbeats::new(store, store::FLUSH_EVERY);
+        actix_rt::spawn(flusher.run());
+        heartbeats
+    });
     let context = Arc::new(WorkerContext {
         settings: setup.settings,
         worker_id: setup.worker_id,
         key: setup.key,
         store: setup.store,
+        heartbeats,
         monitors: setup.monitors,
         graphs: setup.graphs,
         backoff: setup.backoff,

@@ -1,0 +1,356 @@
+//! Coalesced heartbeats against real PostgreSQL: many monitors' status rows
+//! in one transaction, each still checked against its own snapshot
+//! signature; a fenced monitor in the batch is not written and learns it,
+//! the others are written; a locked snapshot row delays nobody.
+//!
+//! Transactions and statements are counted on the rows themselves: every
+//! row version carries the transaction (`xmin`) and the command within it
+//! (`cmin`) that wrote it, exact and private to this test's database.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use diesel::sql_types::{BigInt, Text, Timestamptz};
+use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use radar::{
+    config::MonitorConfig,
+    snapshot::{CheckpointKey, ManagedState, SealedSnapshot, SnapshotBinding, seal},
+    store::{
+        self, CheckpointStore, CheckpointWriter, Claim, HealthOutcome, HealthRecord,
+        HeartbeatFlusher, Heartbeats, PendingResults, Services, WriteKind, WriteOutcome,
+    },
+};
+use uuid::Uuid;
+
+fn key() -> CheckpointKey {
+    CheckpointKey::new(b"integration-test-key-0123456789abcdef".to_vec())
+}
+
+fn at(secs: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_790_000_000 + secs, 0).unwrap()
+}
+
+fn health(state: &str, heartbeat_at: DateTime<Utc>) -> HealthRecord {
+    HealthRecord {
+        state: state.into(),
+        phase: Some("monitoring".into()),
+        connected: true,
+        processed_count: 3,
+        last_checkpoint_at: Some(at(0)),
+        recovery: None,
+        coverage: Some(serde_json::json!({"version": 1, "gaps": []})),
+        last_error: None,
+        heartbeat_at,
+    }
+}
+
+struct Monitor {
+    id: Uuid,
+    binding: SnapshotBinding,
+    writer: CheckpointWriter,
+}
+
+struct Fleet {
+    db: common::TestDb,
+    pool: store::Pool,
+    monitors: Vec<Monitor>,
+}
+
+impl Fleet {
+    /// `n` monitors, each with a first snapshot claimed by `worker-a`.
+    async fn new(tag: &str, n: usize) -> Self {
+        let db = common::migrated_database(tag).await;
+        let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
+            .await
+            .unwrap();
+        let services = Services::new(pool.clone());
+        let store = CheckpointStore::new(pool.clone(), "worker-a");
+        let mut monitors = Vec::new();
+        for i in 0..n {
+            let toml = common::monitor_toml(&format!("hb-{i}"), &format!("{tag}/{i}"));
+            let config = MonitorConfig::from_toml(&toml).unwrap();
+            let id = services.create(&config).await.unwrap();
+            let binding = SnapshotBinding::for_monitor(id, &config);
+            let writer = match store.claim(&sealed(&binding, 0)).await.unwrap() {
+                Claim::Won(w) => w,
+                Claim::Lost(lost) => panic!("{lost}"),
+            };
+            monitors.push(Monitor {
+                id,
+                binding,
+                writer,
+            });
+        }
+        Self { db, pool, monitors }
+    }
+
+    fn store(&self) -> CheckpointStore {
+        CheckpointStore::new(self.pool.clone(), "worker-a")
+    }
+
+    async fn conn(&self) -> AsyncPgConnection {
+        common::connect(&self.db).await
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        #[derive(diesel::QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        diesel::sql_query(sql)
+            .get_result::<Count>(&mut self.conn().await)
+            .await
+            .unwrap()
+            .n
+    }
+
+    /// Hands every monitor's heartbeat in, waits until all are queued,
+    /// flushes once, and returns each monitor's outcome in order.
+    async fn beat_all(
+        &self,
+        flusher: &mut HeartbeatFlusher,
+        heartbeats: &Heartbeats,
+    ) -> Vec<HealthOutcome> {
+        let tasks: Vec<_> = self
+            .monitors
+            .iter()
+            .map(|m| {
+                let heartbeats = heartbeats.clone();
+                let reporter = m.writer.health_reporter();
+                tokio::spawn(
+                    async move { heartbeats.submit(reporter, health("running", at(50))).await },
+                )
+            })
+            .collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while flusher.queued() < self.monitors.len() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the heartbeats were never queued"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(flusher.flush_queued().await);
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
+    }
+}
+
+fn sealed(binding: &SnapshotBinding, frames: u64) -> SealedSnapshot {
+    let mut state = ManagedState::default();
+    state.counters.frames = frames;
+    seal(binding, &state, at(frames as i64), &key()).unwrap()
+}
+
+const TRANSACTIONS: &str = "SELECT count(DISTINCT xmin::text) AS n FROM radar_operational_status";
+const STATEMENTS: &str =
+    "SELECT count(DISTINCT (xmin::text, cmin::text)) AS n FROM radar_operational_status";
+const ROWS: &str = "SELECT count(*) AS n FROM radar_operational_status";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_monitors_heartbeat_of_an_interval_is_one_transaction_of_few_statements() {
+    let fleet = Fleet::new("hb_coalesced", 10).await;
+    let (heartbeats, flusher) = Heartbeats::new(fleet.store(), Duration::from_secs(3600));
+    let mut flusher = flusher.with_rows_per_statement(4);
+
+    for round in 0..2 {
+        let outcomes = fleet.beat_all(&mut flusher, &heartbeats).await;
+        for (m, outcome) in fleet.monitors.iter().zip(&outcomes) {
+            assert!(
+                matches!(outcome, HealthOutcome::Written(_)),
+                "round {round}: monitor {} was not written: {outcome:?}",
+                m.id
+            );
+        }
+        assert_eq!(
+            fleet.count(ROWS).await,
+            10,
+            "round {round}: one row per monitor"
+        );
+        assert_eq!(
+            fleet.count(TRANSACTIONS).await,
+            1,
+            "round {round}: ten monitors' heartbeats commit as one transaction"
+        );
+        assert_eq!(
+            fleet.count(STATEMENTS).await,
+            3,
+            "round {round}: ten rows at four per statement are three statements"
+        );
+    }
+
+    // Each row keeps a single heartbeat's fields: stamped on the
+    // database's clock, the last checkpoint as old as the writer measured.
+    #[derive(diesel::QueryableByName)]
+    struct Beat {
+        #[diesel(sql_type = Timestamptz)]
+        heartbeat_at: DateTime<Utc>,
+        #[diesel(sql_type = Timestamptz)]
+        last_checkpoint_at: DateTime<Utc>,
+        #[diesel(sql_type = Text)]
+        fencing_token: String,
+        #[diesel(sql_type = Text)]
+        worker_id: String,
+        #[diesel(sql_type = Text)]
+        ownership: String,
+    }
+    let database_now = store::read_clock(&fleet.pool).await.unwrap().database_now;
+    for m in &fleet.monitors {
+        let seen: Beat = diesel::sql_query(
+            "SELECT heartbeat_at, last_checkpoint_at, fencing_token, worker_id, ownership \
+             FROM radar_operational_status WHERE service_id = $1",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(m.id)
+        .get_result(&mut fleet.conn().await)
+        .await
+        .unwrap();
+        assert!((database_now - seen.heartbeat_at).num_seconds().abs() <= 10);
+        assert_eq!(seen.heartbeat_at - seen.last_checkpoint_at, at(50) - at(0));
+        assert_eq!(seen.fencing_token, m.writer.token().short());
+        assert_eq!(seen.worker_id, "worker-a");
+        assert_eq!(seen.ownership, "owner");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_monitor_in_the_batch_is_not_written_and_learns_it_while_the_others_are() {
+    let fleet = Fleet::new("hb_fenced", 6).await;
+    let (heartbeats, mut flusher) = Heartbeats::new(fleet.store(), Duration::from_secs(3600));
+    fleet.beat_all(&mut flusher, &heartbeats).await;
+
+    // Worker B takes monitor 2 over: it commits a successor snapshot.
+    let fenced = &fleet.monitors[2];
+    let b = CheckpointStore::new(fleet.pool.clone(), "worker-b")
+        .resume(fenced.id, fenced.writer.token());
+    let b = match b
+        .checkpoint(&sealed(&fenced.binding, 1), &PendingResults::default())
+        .await
+    {
+        WriteOutcome::Committed(b) => b,
+        other => panic!("B's takeover checkpoint: {other:?}"),
+    };
+    // B's own status for the monitor, which A must not overwrite.
+    let b_reporter = b.health_reporter();
+    let HealthOutcome::Written(_) = b_reporter.report(&health("running", at(60))).await else {
+        panic!("B's status was not written");
+    };
+
+    let outcomes = fleet.beat_all(&mut flusher, &heartbeats).await;
+    for (i, (m, outcome)) in fleet.monitors.iter().zip(&outcomes).enumerate() {
+        match outcome {
+            HealthOutcome::OwnershipLost(lost) if i == 2 => {
+                assert_eq!(lost.service_id, m.id);
+                assert_eq!(lost.refused, WriteKind::Health);
+            }
+            HealthOutcome::Written(_) if i != 2 => {}
+            other => panic!("monitor {i}: {other:?}"),
+        }
+    }
+    #[derive(diesel::QueryableByName)]
+    struct Owner {
+        #[diesel(sql_type = Text)]
+        worker_id: String,
+        #[diesel(sql_type = Text)]
+        fencing_token: String,
+    }
+    let row: Owner = diesel::sql_query(
+        "SELECT worker_id, fencing_token FROM radar_operational_status WHERE service_id = $1",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fenced.id)
+    .get_result(&mut fleet.conn().await)
+    .await
+    .unwrap();
+    assert_eq!(
+        row.worker_id, "worker-b",
+        "A's batch overwrote B's status row"
+    );
+    assert_eq!(row.fencing_token, b.token().short());
+    let by_a = "SELECT count(*) AS n FROM radar_operational_status WHERE worker_id = 'worker-a'";
+    assert_eq!(
+        fleet.count(by_a).await,
+        5,
+        "the other five monitors were written"
+    );
+
+    // The loss stays with A's writer: its next heartbeat is refused again
+    // (without reaching the row), the others are still written.
+    let outcomes = fleet.beat_all(&mut flusher, &heartbeats).await;
+    assert!(
+        matches!(outcomes[2], HealthOutcome::OwnershipLost(_)),
+        "{:?}",
+        outcomes[2]
+    );
+    let written = outcomes
+        .iter()
+        .filter(|o| matches!(o, HealthOutcome::Written(_)))
+        .count();
+    assert_eq!(written, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_lands_while_another_transaction_holds_one_snapshot_row_lock() {
+    let fleet = Fleet::new("hb_unblocked", 4).await;
+    let (heartbeats, mut flusher) = Heartbeats::new(fleet.store(), Duration::from_secs(3600));
+
+    let mut locker = fleet.conn().await;
+    locker.batch_execute("BEGIN").await.unwrap();
+    diesel::sql_query(
+        "SELECT service_id FROM radar_runtime_checkpoints WHERE service_id = $1 FOR UPDATE",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fleet.monitors[1].id)
+    .execute(&mut locker)
+    .await
+    .unwrap();
+
+    // Well within the statement timeout: nothing waits for the lock.
+    let outcomes = tokio::time::timeout(
+        Duration::from_secs(60),
+        fleet.beat_all(&mut flusher, &heartbeats),
+    )
+    .await
+    .expect("the batch waited for a snapshot row lock");
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, HealthOutcome::Written(_))),
+        "{outcomes:?}"
+    );
+    assert_eq!(fleet.count(ROWS).await, 4);
+    locker.batch_execute("ROLLBACK").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_heartbeats_of_one_monitor_in_one_interval_are_both_written_one_after_the_other() {
+    let fleet = Fleet::new("hb_twice", 2).await;
+    let (heartbeats, mut flusher) = Heartbeats::new(fleet.store(), Duration::from_secs(3600));
+    let m = &fleet.monitors[0];
+    let mut tasks = Vec::new();
+    for (n, state) in ["first", "second"].into_iter().enumerate() {
+        let heartbeats = heartbeats.clone();
+        let reporter = m.writer.health_reporter();
+        tasks.push(tokio::spawn(async move {
+            heartbeats.submit(reporter, health(state, at(50))).await
+        }));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while flusher.queued() <= n {
+            assert!(tokio::time::Instant::now() < deadline, "never queued");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    assert!(flusher.flush_queued().await);
+    for task in tasks {
+        let outcome = task.await.unwrap();
+        assert!(matches!(outcome, HealthOutcome::Written(_)), "{outcome:?}");
+    }
+    // One statement may not write a row twice: the second went in a round
+    // of its own, after the first.
+    assert_eq!(fleet.count(ROWS).await, 1);
+    let last = "SELECT count(*) AS n FROM radar_operational_status WHERE state = 'second'";
+    assert_eq!(fleet.count(last).await, 1);
+}
