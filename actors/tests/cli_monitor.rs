@@ -36,7 +36,7 @@ async fn the_monitor_lifecycle_works_end_to_end_through_the_binary() {
     let db = common::empty_database("cli_lifecycle").await;
     let out = radar(&db, &["migrate"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("Applied 4 migration"));
+    assert!(stdout(&out).contains("Applied 5 migration"));
     let out = radar(&db, &["migrate"]);
     assert!(stdout(&out).contains("up to date"), "{}", stdout(&out));
 
