@@ -43,6 +43,13 @@ fn health(state: &str, heartbeat_at: DateTime<Utc>) -> HealthRecord {
         coverage: Some(serde_json::json!({"version": 1, "gaps": []})),
         last_error: None,
         heartbeat_at,
+        readings_seen: vec![
+            (
+                "flow".into(),
+                Some(heartbeat_at - chrono::Duration::seconds(12)),
+            ),
+            ("pressure".into(), None),
+        ],
     }
 }
 
@@ -199,12 +206,14 @@ async fn every_monitors_heartbeat_of_an_interval_is_one_transaction_of_few_state
         worker_id: String,
         #[diesel(sql_type = Text)]
         ownership: String,
+        #[diesel(sql_type = diesel::sql_types::Jsonb)]
+        reading_seen_at: serde_json::Value,
     }
     let database_now = store::read_clock(&fleet.pool).await.unwrap().database_now;
     for m in &fleet.monitors {
         let seen: Beat = diesel::sql_query(
-            "SELECT heartbeat_at, last_checkpoint_at, fencing_token, worker_id, ownership \
-             FROM radar_operational_status WHERE service_id = $1",
+            "SELECT heartbeat_at, last_checkpoint_at, fencing_token, worker_id, ownership, \
+             reading_seen_at FROM radar_operational_status WHERE service_id = $1",
         )
         .bind::<diesel::sql_types::Uuid, _>(m.id)
         .get_result(&mut fleet.conn().await)
@@ -215,6 +224,20 @@ async fn every_monitors_heartbeat_of_an_interval_is_one_transaction_of_few_state
         assert_eq!(seen.fencing_token, m.writer.token().short());
         assert_eq!(seen.worker_id, "worker-a");
         assert_eq!(seen.ownership, "owner");
+        // Reading ages too: as old as the writer measured, never seen as null.
+        let flow = seen.reading_seen_at["flow"]
+            .as_str()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .unwrap_or_else(|| panic!("flow's time in {}", seen.reading_seen_at));
+        let age = seen.heartbeat_at - flow.with_timezone(&Utc);
+        assert!(
+            (age - chrono::Duration::seconds(12))
+                .num_milliseconds()
+                .abs()
+                <= 1,
+            "flow was seen {age} before the heartbeat, not 12 s"
+        );
+        assert!(seen.reading_seen_at["pressure"].is_null());
     }
 }
 
