@@ -300,14 +300,15 @@ async fn distributions_are_per_worker_and_no_line_carries_scope_labels() {
     // Both monitors' frames land in the one score distribution.
     assert_eq!(sample(&text, "radar_frame_score_count", &[]), Some(6.0));
     assert!(!text.contains("otel_scope_"), "scope labels in\n{text}");
-    // What stays per monitor: a bounded number of lines each.
+    // What stays per monitor: a bounded number of lines each (its counts by
+    // reason, gap cause and trigger, each from 0; about 55 here).
     let id = PUMP.to_string();
     let per_monitor = text
         .lines()
         .filter(|l| l.contains(&format!("monitor_id=\"{id}\"")))
         .count();
     assert!(
-        per_monitor <= 50,
+        per_monitor <= 60,
         "{per_monitor} lines for one monitor:\n{}",
         text.lines()
             .filter(|l| l.contains(&id))
