@@ -9,32 +9,23 @@ mod telemetry_common;
 
 use std::{fs, time::Duration};
 
-use telemetry_common::{Broker, Worker, common, create_monitor, now_ms, radar, sample, wait_for};
+use telemetry_common::{
+    Broker, Worker, common, create_monitor, create_monitor_from, monitor_toml, now_ms, radar,
+    sample, wait_for,
+};
 
 const FRAMES: usize = 25;
 const WRONG_UNIT: usize = 5;
 
 fn seconds_monitor(name: &str, topic: &str) -> String {
     format!(
-        r#"
-name = "{name}"
-[[readings]]
-name = "a"
-topic = "{topic}"
-[alignment]
-freshness_ms = 5000
-max_age_ms = 60000
-future_tolerance_ms = 2000
-max_skew_ms = 0
-[detector]
-training_frames = 20
-calibration_frames = 20
-false_alarm_rate = 0.05
+        r#"{}
 [payload]
 value = "/data/v"
 ts = "/t"
 ts_unit = "s"
-"#
+"#,
+        monitor_toml(name, topic)
     )
 }
 
@@ -50,19 +41,12 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
     let base = common::unique_name("payload");
     let (seconds_topic, millis_topic) = (format!("{base}/s"), format!("{base}/ms"));
 
-    let file = dir.path().join("seconds.toml");
-    fs::write(&file, seconds_monitor("seconds", &seconds_topic)).unwrap();
-    let out = radar(&db)
-        .args(["monitor", "create", "--config"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let seconds_id = create_monitor_from(
+        &db,
+        dir.path(),
+        "seconds",
+        &seconds_monitor("seconds", &seconds_topic),
     );
-    let seconds_id = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let millis_id = create_monitor(&db, dir.path(), "millis", &millis_topic);
 
     let broker = Broker::start();
@@ -208,9 +192,10 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
         stderr.contains("sec") && stderr.contains("rfc3339"),
         "{stderr}"
     );
+    // The file create_monitor_from wrote for the seconds monitor.
     let out = radar(&db)
         .args(["monitor", "validate", "--config"])
-        .arg(&file)
+        .arg(dir.path().join("seconds.toml"))
         .output()
         .unwrap();
     assert!(

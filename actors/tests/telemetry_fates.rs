@@ -5,9 +5,11 @@
 
 mod telemetry_common;
 
-use std::{fs, time::Duration};
+use std::time::Duration;
 
-use telemetry_common::{Broker, Worker, common, now_ms, radar, sample, wait_for};
+use telemetry_common::{
+    Broker, Worker, common, create_monitor_from, now_ms, radar, sample, wait_for,
+};
 
 const FRAMES: i64 = 20;
 
@@ -39,19 +41,7 @@ async fn received_equals_frames_values_plus_every_named_reason_plus_held_in_metr
     let db = common::migrated_database("telemetry_fates").await;
     let dir = tempfile::tempdir().unwrap();
     let prefix = common::unique_name("fates");
-    let file = dir.path().join("fates.toml");
-    fs::write(&file, monitor_toml("fates", &prefix)).unwrap();
-    let out = radar(&db)
-        .args(["monitor", "create", "--config"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let id = create_monitor_from(&db, dir.path(), "fates", &monitor_toml("fates", &prefix));
     let broker = Broker::start();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
     let me = [("monitor_id", id.as_str())];

@@ -6,9 +6,9 @@
 
 mod telemetry_common;
 
-use std::{fs, time::Duration};
+use std::time::Duration;
 
-use telemetry_common::{Broker, Worker, common, now_ms, radar, wait_for};
+use telemetry_common::{Broker, Worker, common, create_monitor_from, now_ms, radar, wait_for};
 
 fn monitor_toml(name: &str, prefix: &str) -> String {
     format!(
@@ -64,19 +64,12 @@ async fn a_required_reading_that_goes_silent_is_no_data_until_frames_form_again(
     let db = common::migrated_database("telemetry_no_data").await;
     let dir = tempfile::tempdir().unwrap();
     let prefix = common::unique_name("nodata");
-    let file = dir.path().join("m.toml");
-    fs::write(&file, monitor_toml("silent-pressure", &prefix)).unwrap();
-    let out = radar(&db)
-        .args(["monitor", "create", "--config"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let id = create_monitor_from(
+        &db,
+        dir.path(),
+        "m",
+        &monitor_toml("silent-pressure", &prefix),
     );
-    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let broker = Broker::start();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
 

@@ -178,8 +178,14 @@ pub fn radar(db: &common::TestDb) -> Command {
 
 /// Creates a monitor through the binary and returns its id.
 pub fn create_monitor(db: &common::TestDb, dir: &Path, name: &str, topic: &str) -> String {
+    create_monitor_from(db, dir, name, &monitor_toml(name, topic))
+}
+
+/// `radar monitor create` of the monitor file `toml`, written into `dir`
+/// as `NAME.toml`; returns the new monitor's id.
+pub fn create_monitor_from(db: &common::TestDb, dir: &Path, name: &str, toml: &str) -> String {
     let file = dir.join(format!("{name}.toml"));
-    fs::write(&file, monitor_toml(name, topic)).expect("write monitor file");
+    fs::write(&file, toml).expect("write monitor file");
     let out = radar(db)
         .args(["monitor", "create", "--config"])
         .arg(&file)
