@@ -150,3 +150,59 @@ async fn an_idle_monitor_checkpoints_the_gap_when_its_broker_drops_and_when_it_r
     .await
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", worker.log()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_frame_after_a_restore_checkpoints_the_end_of_the_restart_gap_at_once() {
+    let h = Harness::new("worker_triggers_rollback").await;
+    let env = [MAX_INTERVAL, ("RADAR_CHECKPOINT_INTERVAL", "1000")];
+    let (id, prefix, mut first, mut publisher) = running(&h, "rollback", &env).await;
+    publisher.frames(&prefix, 3).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "3 frames processed", |s| processed(s) == 3)
+        .await;
+    first.signal("TERM");
+    assert!(first.wait_exit(START).await.success(), "{}", first.log());
+    let mut conn = h.connect().await;
+    let stopped = wait_snapshot(&mut conn, id, START, "the last snapshot", |r| {
+        r.processed_count == 3
+    })
+    .await;
+
+    // The successor restores it: input after the save was not seen, so a
+    // restart_rollback gap is open until its first frame.
+    let second = h.spawn_worker("w-rollback-2", &env, &[]);
+    h.wait_status(id, START, "the restored monitor runs", |s| {
+        state(s) == "running" && s["worker_id"] == "w-rollback-2"
+    })
+    .await;
+    let restored = wait_snapshot(&mut conn, id, START, "the successor's first commit", |r| {
+        r.writer_id == "w-rollback-2"
+    })
+    .await;
+    assert_eq!(restored.processed_count, stopped.processed_count);
+    let (inspection, _) = h.inspect(id);
+    assert!(
+        gaps(&inspection["coverage"]).contains(&("restart_rollback".to_string(), false)),
+        "{inspection:#}"
+    );
+
+    // One frame: far from the frame interval, no phase change (training
+    // takes 20), no maximum interval in reach. Only the coverage change it
+    // makes can checkpoint it.
+    publisher.frames(&prefix, 1).await;
+    publisher.flush(START).await;
+    wait_snapshot(
+        &mut conn,
+        id,
+        START,
+        "the frame that ended the gap committed",
+        |r| r.processed_count == 4,
+    )
+    .await;
+    let (inspection, _) = h.inspect(id);
+    assert!(
+        gaps(&inspection["coverage"]).contains(&("restart_rollback".to_string(), true)),
+        "the committed snapshot holds the closed gap: {inspection:#}"
+    );
+    drop(second);
+}
