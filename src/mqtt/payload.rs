@@ -822,6 +822,25 @@ mod tests {
         }
 
         #[test]
+        fn a_nested_value_reads_the_same_number_as_a_top_level_one(
+            value in any::<f64>().prop_filter("finite", |v| v.is_finite()),
+            digits in 15usize..20,
+        ) {
+            // Sensors print more digits than the shortest round trip; every
+            // digit string must still read as the nearest double, whether
+            // the field is top level or behind a pointer.
+            let text = format!("{value:.digits$e}");
+            let expected: f64 = text.parse().unwrap();
+            let top = parse(&format!(r#"{{"ts": 1764636900000, "value": {text}}}"#)).map(|p| p.value.to_bits());
+            let nested = parse_as(
+                &format("/data/x", "/ts", TimeUnit::Ms),
+                &format!(r#"{{"ts": 1764636900000, "data": {{"x": {text}}}}}"#),
+            ).map(|p| p.value.to_bits());
+            prop_assert_eq!(top, Ok(expected.to_bits()), "{}", text);
+            prop_assert_eq!(nested, Ok(expected.to_bits()), "{}", text);
+        }
+
+        #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let _ = parse_payload(&bytes, 128);
         }

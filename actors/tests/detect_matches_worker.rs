@@ -1,0 +1,217 @@
+//! `radar detect` is the operator's backtest: on the frames a worker
+//! scored, it must give the worker's scores, flags and alarms bit for bit,
+//! or a backtest says nothing about what the worker would have done.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod worker_common;
+
+use std::{collections::BTreeMap, fmt::Write as _, time::Duration};
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Double, Timestamptz, Uuid as SqlUuid};
+use diesel_async::RunQueryDsl;
+use serde_json::Value;
+use uuid::Uuid;
+use worker_common::*;
+
+const START: Duration = Duration::from_secs(30);
+
+/// Frames: 40 train and calibrate (the test monitor's 20 + 20), then
+/// normal ones with two anomalous stretches in `a` between them.
+const FRAMES: usize = 160;
+
+fn anomalous(frame: usize) -> bool {
+    (80..92).contains(&frame) || (120..126).contains(&frame)
+}
+
+/// Deterministic values per frame: noise around a level per reading, and
+/// a shift of `a` on the anomalous frames.
+fn values() -> Vec<[f64; 2]> {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut noise = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    (0..FRAMES)
+        .map(|i| {
+            let shift = if anomalous(i) { 40.0 } else { 0.0 };
+            [10.0 + noise() + shift, 20.0 + noise()]
+        })
+        .collect()
+}
+
+#[derive(Debug, diesel::QueryableByName)]
+struct Evidence {
+    #[diesel(sql_type = Timestamptz)]
+    frame_ts: DateTime<Utc>,
+    #[diesel(sql_type = Double)]
+    score: f64,
+    #[diesel(sql_type = Double)]
+    threshold: f64,
+    #[diesel(sql_type = Double)]
+    p_value: f64,
+}
+
+#[derive(Debug, diesel::QueryableByName)]
+struct Alarm {
+    #[diesel(sql_type = Timestamptz)]
+    opened_at: DateTime<Utc>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<Timestamptz>)]
+    closed_at: Option<DateTime<Utc>>,
+}
+
+/// Scores, threshold and p-value of one flagged frame, as exact bits.
+type Scored = (u64, u64, u64);
+
+fn bits(score: f64, threshold: f64, p_value: f64) -> Scored {
+    (score.to_bits(), threshold.to_bits(), p_value.to_bits())
+}
+
+/// What the worker committed: flagged frames by source time (ms), and
+/// alarms as (opened, closed) source times.
+async fn committed(h: &Harness, id: Uuid) -> (BTreeMap<i64, Scored>, Vec<(i64, Option<i64>)>) {
+    let mut conn = h.connect().await;
+    let evidence: Vec<Evidence> = diesel::sql_query(
+        "SELECT frame_ts, score, threshold, p_value FROM radar_evidence \
+         WHERE service_id = $1 ORDER BY frame_ts",
+    )
+    .bind::<SqlUuid, _>(id)
+    .load(&mut conn)
+    .await
+    .expect("read evidence");
+    let alarms: Vec<Alarm> = diesel::sql_query(
+        "SELECT opened_at, closed_at FROM radar_alarms WHERE service_id = $1 ORDER BY opened_at",
+    )
+    .bind::<SqlUuid, _>(id)
+    .load(&mut conn)
+    .await
+    .expect("read alarms");
+    (
+        evidence
+            .iter()
+            .map(|e| {
+                (
+                    e.frame_ts.timestamp_millis(),
+                    bits(e.score, e.threshold, e.p_value),
+                )
+            })
+            .collect(),
+        alarms
+            .iter()
+            .map(|a| {
+                (
+                    a.opened_at.timestamp_millis(),
+                    a.closed_at.map(|t| t.timestamp_millis()),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// What `radar detect --json` prints for the same frames, in the same
+/// shape: flagged frames and alarm spans (an alarm opens on the first
+/// frame with `alarm_open` and closes on the first frame without it).
+fn backtest(
+    h: &Harness,
+    monitor: &str,
+    rows: &[(i64, [f64; 2])],
+) -> (BTreeMap<i64, Scored>, Vec<(i64, Option<i64>)>, usize) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (config, data) = (dir.path().join("m.toml"), dir.path().join("d.csv"));
+    std::fs::write(&config, monitor).expect("write the monitor file");
+    let mut csv = String::from("ts,a,b\n");
+    for (ts, [a, b]) in rows {
+        writeln!(csv, "{ts},{a},{b}").expect("format a row");
+    }
+    std::fs::write(&data, csv).expect("write the CSV");
+    let out = h.radar(&[
+        "detect",
+        "--config",
+        config.to_str().expect("utf-8 path"),
+        "--csv",
+        data.to_str().expect("utf-8 path"),
+        "--time-column",
+        "ts",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
+        .collect();
+    let ms = |r: &Value| {
+        DateTime::parse_from_rfc3339(r["ts"].as_str().expect("ts"))
+            .expect("an RFC 3339 ts")
+            .timestamp_millis()
+    };
+    let mut flagged = BTreeMap::new();
+    let mut alarms: Vec<(i64, Option<i64>)> = Vec::new();
+    for record in &records {
+        if record["flagged"] == true {
+            let f = |k: &str| record[k].as_f64().expect("a number");
+            flagged.insert(ms(record), bits(f("score"), f("threshold"), f("p_value")));
+        }
+        let open = record["alarm_open"] == true;
+        match alarms.last_mut() {
+            Some((_, closed @ None)) if !open => *closed = Some(ms(record)),
+            Some((_, None)) => {}
+            _ if open => alarms.push((ms(record), None)),
+            _ => {}
+        }
+    }
+    (flagged, alarms, records.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detect_gives_the_workers_scores_flags_and_alarms_on_the_same_frames() {
+    let h = Harness::new("detect_matches_worker").await;
+    let (id, prefix) = h.create_monitor("backtest");
+    let mut worker = h.spawn_worker("w-backtest", &[], &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    let start = Utc::now().timestamp_millis();
+    let rows: Vec<(i64, [f64; 2])> = values()
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (start + 10 * i as i64, v))
+        .collect();
+    for (ts, [a, b]) in &rows {
+        publisher.raw(&format!("{prefix}/a"), *ts, *a, false).await;
+        publisher.raw(&format!("{prefix}/b"), *ts, *b, false).await;
+    }
+    publisher.flush(START).await;
+    h.wait_status(id, START, "every frame processed", |s| {
+        processed(s) == FRAMES as u64
+    })
+    .await;
+    // The last snapshot commits every pending result.
+    worker.signal("TERM");
+    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    let (worker_flagged, worker_alarms) = committed(&h, id).await;
+
+    let (detect_flagged, detect_alarms, frames) =
+        backtest(&h, &common::monitor_toml("backtest", &prefix), &rows);
+    assert_eq!(frames, FRAMES, "one record per frame");
+    assert!(
+        worker_flagged.len() >= 12,
+        "the anomalous stretches are flagged: {worker_flagged:?}"
+    );
+    assert_eq!(
+        worker_alarms.len(),
+        2,
+        "one alarm per stretch: {worker_alarms:?}"
+    );
+    assert_eq!(
+        detect_flagged, worker_flagged,
+        "the same frames flagged with the same score, threshold and p-value bits"
+    );
+    assert_eq!(detect_alarms, worker_alarms, "the same alarms");
+}
