@@ -66,13 +66,19 @@ struct Alarm {
 /// Scores, threshold and p-value of one flagged frame, as exact bits.
 type Scored = (u64, u64, u64);
 
+/// Flagged frames by source time (ms).
+type Flagged = BTreeMap<i64, Scored>;
+
+/// Alarms as (opened, closed) source times (ms).
+type Spans = Vec<(i64, Option<i64>)>;
+
 fn bits(score: f64, threshold: f64, p_value: f64) -> Scored {
     (score.to_bits(), threshold.to_bits(), p_value.to_bits())
 }
 
 /// What the worker committed: flagged frames by source time (ms), and
 /// alarms as (opened, closed) source times.
-async fn committed(h: &Harness, id: Uuid) -> (BTreeMap<i64, Scored>, Vec<(i64, Option<i64>)>) {
+async fn committed(h: &Harness, id: Uuid) -> (Flagged, Spans) {
     let mut conn = h.connect().await;
     let evidence: Vec<Evidence> = diesel::sql_query(
         "SELECT frame_ts, score, threshold, p_value FROM radar_evidence \
@@ -114,11 +120,7 @@ async fn committed(h: &Harness, id: Uuid) -> (BTreeMap<i64, Scored>, Vec<(i64, O
 /// What `radar detect --json` prints for the same frames, in the same
 /// shape: flagged frames and alarm spans (an alarm opens on the first
 /// frame with `alarm_open` and closes on the first frame without it).
-fn backtest(
-    h: &Harness,
-    monitor: &str,
-    rows: &[(i64, [f64; 2])],
-) -> (BTreeMap<i64, Scored>, Vec<(i64, Option<i64>)>, usize) {
+fn backtest(h: &Harness, monitor: &str, rows: &[(i64, [f64; 2])]) -> (Flagged, Spans, usize) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let (config, data) = (dir.path().join("m.toml"), dir.path().join("d.csv"));
     std::fs::write(&config, monitor).expect("write the monitor file");
@@ -152,7 +154,7 @@ fn backtest(
             .timestamp_millis()
     };
     let mut flagged = BTreeMap::new();
-    let mut alarms: Vec<(i64, Option<i64>)> = Vec::new();
+    let mut alarms: Spans = Vec::new();
     for record in &records {
         if record["flagged"] == true {
             let f = |k: &str| record[k].as_f64().expect("a number");
