@@ -10,6 +10,7 @@
 //! - `ingress`: stamping, topic mapping and size check of a PUBLISH, and the
 //!   shared counters.
 //! - `owner`: the task that owns the rumqttc event loop ([`spawn`]).
+//! - `pointer`: a JSON pointer resolved over raw message text (pure).
 //! - `diagnose`: a failed attempt as a sentence an operator can act on (pure).
 //! - `events`: what the owner reports ([`ConnectionEvent`], [`LinkStatus`]).
 
@@ -22,6 +23,7 @@ mod events;
 mod ingress;
 mod options;
 mod owner;
+mod pointer;
 mod subscriptions;
 
 pub use backoff::Backoff;

@@ -26,6 +26,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::pointer;
+
 use crate::align::Observation;
 use crate::config::{PayloadMapping, ReadingConfig, TimeUnit};
 
@@ -231,18 +233,19 @@ impl PayloadFormat {
             return Ok((Cow::Borrowed(ts.get()), Cow::Borrowed(value.get())));
         }
         // A nested field: the rest of the document is the plant's business.
-        let doc: serde_json::Value =
+        // Both fields keep their text as sent (see `pointer`).
+        let doc: &RawValue =
             serde_json::from_slice(bytes).map_err(|_| PayloadRejection::NotJson)?;
-        if !doc.is_object() && !doc.is_array() {
+        if !doc.get().starts_with(['{', '[']) {
             return Err(PayloadRejection::NotAnObject);
         }
         let find = |field: &Field| match field {
-            Field::Member(name) => doc.get(name),
-            Field::Pointer(pointer) => doc.pointer(pointer),
+            Field::Member(name) => pointer::child(doc, name),
+            Field::Pointer(path) => pointer::resolve(doc, path),
         };
         let ts = find(&self.ts).ok_or(PayloadRejection::MissingTs)?;
         let value = find(&self.value).ok_or(PayloadRejection::MissingValue)?;
-        Ok((Cow::Owned(ts.to_string()), Cow::Owned(value.to_string())))
+        Ok((Cow::Borrowed(ts.get()), Cow::Borrowed(value.get())))
     }
 }
 
@@ -787,6 +790,36 @@ mod tests {
         ] {
             assert_eq!(parse_as(&f, body), Err(reason), "{body}");
         }
+    }
+
+    #[test]
+    fn a_nested_field_is_read_from_its_own_text_like_a_top_level_one() {
+        let top = format("/value", "/ts", TimeUnit::S);
+        let nested = format("/d/v", "/m/t", TimeUnit::S);
+        for ts in [
+            "1764636900.123456789",
+            "1764636900.25",
+            "1764636900",
+            "1.7e9",
+            "1764636900.5e0",
+            "1764636900.1234567891",
+            r#""2026-12-02T01:02:03.123456789Z""#,
+        ] {
+            let flat = parse_as(
+                &top,
+                &format!(r#"{{"ts": {ts}, "value": 0.30000000000000004}}"#),
+            );
+            let deep = parse_as(
+                &nested,
+                &format!(" {{\"m\": {{ \"t\" :\n{ts} }}, \"d\": {{\"v\": 0.30000000000000004}}}} "),
+            );
+            assert_eq!(deep, flat, "{ts}");
+        }
+        let exact = parse_as(
+            &nested,
+            r#"{"m": {"t": 1764636900.123456789}, "d": {"v": 1}}"#,
+        );
+        assert_eq!(exact.unwrap().ts.timestamp_subsec_nanos(), 123_456_789);
     }
 
     proptest! {
