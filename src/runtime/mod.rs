@@ -1,5 +1,7 @@
 //! Runtime decisions free of any actor framework: the model side of a
-//! monitor, checkpoint triggers, retry pauses, shard assignment and exit reasons. `radar-actors` carries them out.
+//! monitor, checkpoint triggers, retry pauses, shard assignment, exit reasons and the start plan
+//! (`start`: fresh, restore or refuse, and the exit a refused graph run
+//! takes). `radar-actors` carries them out.
 
 mod checkpoint_policy;
 mod core;
@@ -8,6 +10,7 @@ mod graph_run;
 mod retry;
 mod shard;
 mod silence;
+mod start;
 
 pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
 pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
@@ -15,3 +18,4 @@ pub use exit::{ExitReason, Restart};
 pub use retry::{FIRST_RETRY, RetryBackoff};
 pub use shard::owns;
 pub use silence::{Silence, SilenceChange};
+pub use start::{RefusedRun, START_ATTEMPTS, StartPlan, retry_overtaken_start};

@@ -14,11 +14,14 @@ use radar::{
     config::MonitorConfig,
     graph::{CompiledGraph, GraphBinding},
     mqtt::{self, IngestOptions},
-    runtime::{CheckpointPolicy, CoreError, ExitReason, MonitorCore, Trigger},
-    snapshot::{FencingToken, LoadOutcome, SnapshotBinding},
+    runtime::{
+        CheckpointPolicy, CoreError, ExitReason, MonitorCore, RefusedRun, StartPlan, Trigger,
+        retry_overtaken_start,
+    },
+    snapshot::{FencingToken, SnapshotBinding},
     store::{
-        Admission, AdmissionRefusal, AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim,
-        GraphStoreError, HealthRecord, MonitorRow, PendingResults, ReconcileError, WriteOutcome,
+        Admission, AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim, GraphStoreError,
+        HealthRecord, MonitorRow, PendingResults, ReconcileError, WriteOutcome,
     },
 };
 use tokio::sync::watch;
@@ -64,11 +67,6 @@ fn core_error(e: CoreError) -> ExitReason {
     }
 }
 
-/// Start attempts when another worker keeps committing between this
-/// worker's load and its first commit (a busy monitor during a rolling
-/// update). Each attempt reloads the newer snapshot.
-const START_ATTEMPTS: u32 = 20;
-
 /// Why one start attempt did not get the monitor running.
 enum StartError {
     /// Another worker committed after the load: reload and try again.
@@ -101,14 +99,15 @@ pub async fn start(
         );
         match once.instrument(span.clone()).await {
             Ok(started) => return Ok(started),
-            Err(StartError::Superseded(reason)) if attempt < START_ATTEMPTS => {
-                tracing::info!(monitor_id = %row.id, attempt, "{reason}");
-                attempt += 1;
-                // A little later each time, so a steady committer is not met
-                // at the same phase of its cycle.
-                tokio::time::sleep(std::time::Duration::from_millis(10 * u64::from(attempt))).await;
-            }
-            Err(StartError::Superseded(reason) | StartError::Exit(reason)) => return Err(reason),
+            Err(StartError::Superseded(reason)) => match retry_overtaken_start(attempt) {
+                Some(pause) => {
+                    tracing::info!(monitor_id = %row.id, attempt, "{reason}");
+                    attempt += 1;
+                    tokio::time::sleep(pause).await;
+                }
+                None => return Err(reason),
+            },
+            Err(StartError::Exit(reason)) => return Err(reason),
         }
     }
 }
@@ -400,24 +399,13 @@ async fn admit(
             });
         }
     };
-    let reason = format!("graph run {} was not admitted: {refusal}", binding.run_id);
-    let exit = match &refusal {
-        // Asked to stop, or stopped: nothing failed.
-        AdmissionRefusal::LifecycleIntent { .. } => ExitReason::Stopped,
-        AdmissionRefusal::TerminalGeneration { status, .. } if status == "stopped" => {
-            ExitReason::Stopped
-        }
-        _ => ExitReason::StartupFailed {
-            reason: reason.clone(),
-        },
-    };
-    match exit {
-        ExitReason::Stopped => {
-            tracing::info!(monitor_id = %id, run_id = %binding.run_id, %reason, "Graph run not admitted; the monitor ends here and its snapshot is left as it is.")
-        }
-        _ => {
-            tracing::error!(monitor_id = %id, run_id = %binding.run_id, %reason, "Graph run not admitted; the monitor ends here and its snapshot is left as it is.")
-        }
+    let refused = RefusedRun::new(binding.run_id, &refusal);
+    let is_error = refused.is_error();
+    let RefusedRun { exit, reason } = refused;
+    if is_error {
+        tracing::error!(monitor_id = %id, run_id = %binding.run_id, %reason, "Graph run not admitted; the monitor ends here and its snapshot is left as it is.")
+    } else {
+        tracing::info!(monitor_id = %id, run_id = %binding.run_id, %reason, "Graph run not admitted; the monitor ends here and its snapshot is left as it is.")
     }
     // The status row says why; the snapshot row is only read, for the
     // signature that fences this status write.
@@ -477,15 +465,13 @@ async fn load(
         .map_err(|e| ExitReason::Failed {
             error: format!("reading the snapshot of monitor {id}: {e}"),
         })?;
-    let Some(stored) = stored else {
-        tracing::info!(monitor_id = %id, "No snapshot: starting a new detector.");
-        return Ok((fresh(id, config, graph)?, None));
-    };
-    let reason = match stored.open(binding, &worker.key) {
-        LoadOutcome::Missing => {
+    let opened = stored.as_ref().map(|s| s.open(binding, &worker.key));
+    let reason = match StartPlan::from_load(opened) {
+        StartPlan::Fresh => {
+            tracing::info!(monitor_id = %id, "No snapshot: starting a new detector.");
             return Ok((fresh(id, config, graph)?, None));
         }
-        LoadOutcome::Restored(restored) => {
+        StartPlan::Restore(restored) => {
             let saved_at = restored.envelope.saved_at;
             let processed = restored.envelope.processed_count;
             let core = match graph {
@@ -509,19 +495,13 @@ async fn load(
             });
             return Ok((core, Some(restored.token)));
         }
-        LoadOutcome::Corrupted(corrupted) => corrupted.to_string(),
-        LoadOutcome::Incompatible(incompatible) => incompatible.to_string(),
+        StartPlan::Refuse { reason } => reason,
     };
     tracing::error!(monitor_id = %id, %reason, "Refusing to start the monitor.");
-    persist_unowned(
-        store,
-        id,
-        Some(stored.signature()),
-        "startup_failed",
-        &reason,
-    )
-    .await;
-    Err(ExitReason::StartupFailed { reason })
+    let exit = StartPlan::refusal_exit(reason.clone());
+    let seen = stored.as_ref().map(|s| s.signature());
+    persist_unowned(store, id, seen, exit.state(), &reason).await;
+    Err(exit)
 }
 
 /// The checkpoint before subscribing, then the alarm reconciliation: a
