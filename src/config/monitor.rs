@@ -140,6 +140,14 @@ impl MonitorConfig {
             errors.extend(payload.validate("payload"));
         }
         errors.extend(self.detector.validate("detector", required));
+        for name in self.detector.change.iter().flat_map(|c| &c.readings) {
+            if !self.required_readings().any(|r| &r.name == name) {
+                errors.push(FieldError::new(
+                    "detector.change.readings",
+                    format!("{name:?} is not a required reading of this monitor"),
+                ));
+            }
+        }
         if errors.is_empty() {
             Ok(())
         } else {

@@ -44,11 +44,15 @@ pub enum Rejection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scored {
     pub ts: DateTime<Utc>,
-    /// The (smoothed) score compared with the threshold.
+    /// The level model's (smoothed) score compared with the threshold.
+    /// With change readings a frame can also be flagged by the change
+    /// channels while this stays below the threshold; `p_value` covers both.
     pub score: f64,
     /// This frame's own score before smoothing.
     pub raw_score: f64,
     pub threshold: f64,
+    /// The level model's conformal p-value or, with change readings, the
+    /// Bonferroni combination `min(1, 2 min(p_level, p_change))`.
     pub p_value: f64,
     pub flagged: bool,
     /// Whether an alarm is open after this frame.
@@ -68,7 +72,9 @@ pub struct Evidence {
     pub score: f64,
     pub threshold: f64,
     pub p_value: f64,
-    /// Per required reading, its share of this frame's unsmoothed score.
+    /// Per required reading, its share of this frame's unsmoothed level
+    /// score, or for a change reading its own change score (see
+    /// `ChangeChannels`).
     pub contributions: Vec<f64>,
     /// The alarm open after this frame, if any.
     pub alarm_seq: Option<u64>,
