@@ -266,6 +266,19 @@ mod tests {
                 "readings[1].topic",
             ),
             (
+                // The optional "ambient" is not in the frames the detector sees.
+                format!(
+                    "{EXAMPLE}\n[detector.change]\nreadings = [\"ambient\"]\nfalse_alarm_rate = 0.01\n"
+                ),
+                "detector.change.readings",
+            ),
+            (
+                format!(
+                    "{EXAMPLE}\n[detector.change]\nreadings = [\"flow\"]\nfalse_alarm_rate = 0.0\n"
+                ),
+                "detector.change.false_alarm_rate",
+            ),
+            (
                 edited("freshness_ms = 5000", "freshness_ms = 0"),
                 "alignment.freshness_ms",
             ),

@@ -152,6 +152,11 @@ fn added_noise_on_a_drifting_change_reading_is_flagged_and_its_drift_is_not() {
         if let Outcome::Scored(s) = outcome {
             if burst {
                 burst_flags += usize::from(s.flagged);
+                if let Some(evidence) = &s.evidence {
+                    // The change reading's own score is its contribution.
+                    assert_eq!(evidence.contributions.len(), 3);
+                    assert!(evidence.contributions[2] > 0.0, "{evidence:?}");
+                }
             } else if i < 3000 {
                 normal_flags += usize::from(s.flagged);
             }
