@@ -81,7 +81,7 @@ fn default_predictor_weight() -> f64 {
 }
 
 fn default_window_weight() -> f64 {
-    0.2
+    0.35
 }
 
 impl ChangeSettings {
@@ -156,10 +156,12 @@ pub struct ChangeChannels {
     columns: Vec<usize>,
     predictor_weight: f64,
     window_weight: f64,
-    /// Robust scale of each reading's innovations over the training frames.
-    noise: Vec<f64>,
-    /// Training centre and scale of the mean and energy statistics, per
-    /// reading: `[mean centre, mean scale, energy centre, energy scale]`.
+    /// One over the robust scale of each reading's innovations over the
+    /// training frames (reciprocals: the per-frame path multiplies).
+    inverse_noise: Vec<f64>,
+    /// Training centre and one over the scale of the mean and energy
+    /// statistics, per reading: `[mean centre, 1 / mean scale, energy
+    /// centre, 1 / energy scale]`.
     norms: Vec<[f64; 4]>,
     running: Running,
     pub calibration: Calibration,
@@ -182,16 +184,24 @@ impl Running {
         }
     }
 
-    /// Advances on one frame's change readings; returns whether the frame
-    /// produced innovations (the first one only sets the predictors).
-    fn step(&mut self, values: &[f64], noise: &[f64], w: f64, window: f64) -> bool {
+    /// Advances on one full frame's change readings (`columns`); returns
+    /// whether the frame produced innovations (the first one only sets the
+    /// predictors).
+    fn step(
+        &mut self,
+        row: &[f64],
+        columns: &[usize],
+        inverse_noise: &[f64],
+        w: f64,
+        window: f64,
+    ) -> bool {
         let Some(predicted) = &mut self.predicted else {
-            self.predicted = Some(values.to_vec());
+            self.predicted = Some(columns.iter().map(|&c| row[c]).collect());
             return false;
         };
-        for (j, (&x, p)) in values.iter().zip(predicted.iter_mut()).enumerate() {
-            let e = x - *p;
-            let u = (e / noise[j]).clamp(-Z_LIMIT, Z_LIMIT);
+        for (j, (&c, p)) in columns.iter().zip(predicted.iter_mut()).enumerate() {
+            let e = row[c] - *p;
+            let u = (e * inverse_noise[j]).clamp(-Z_LIMIT, Z_LIMIT);
             self.mean[j] += window * (u - self.mean[j]);
             self.energy[j] += window * ((u * u).min(Z_LIMIT) - self.energy[j]);
             *p += w * e;
@@ -212,15 +222,14 @@ impl ChangeChannels {
         calibration: &[Vec<f64>],
     ) -> Self {
         let m = columns.len();
-        let pick = |row: &[f64]| columns.iter().map(|&c| row[c]).collect::<Vec<f64>>();
         let window = settings.window_weight;
         let w = settings.predictor_weight;
         // Pass 1: each reading's innovation scale.
-        let noise: Vec<f64> = columns
+        let inverse_noise: Vec<f64> = columns
             .iter()
             .map(|&c| {
                 let series: Vec<f64> = training.iter().map(|row| row[c]).collect();
-                innovation_scale(&series, w)
+                1.0 / innovation_scale(&series, w)
             })
             .collect();
         // Pass 2: the statistics over training, after a burn-in of about
@@ -230,7 +239,7 @@ impl ChangeChannels {
         let mut stats = Vec::with_capacity(training.len());
         let start = running.clone();
         for (i, row) in training.iter().enumerate() {
-            running.step(&pick(row), &noise, w, window);
+            running.step(row, &columns, &inverse_noise, w, window);
             if i >= burn_in {
                 let mut s = running.mean.clone();
                 s.extend_from_slice(&running.energy);
@@ -245,9 +254,9 @@ impl ChangeChannels {
             .map(|j| {
                 [
                     fitted.centre[j],
-                    fitted.scale[j],
+                    1.0 / fitted.scale[j],
                     fitted.centre[m + j],
-                    fitted.scale[m + j],
+                    1.0 / fitted.scale[m + j],
                 ]
             })
             .collect();
@@ -255,7 +264,7 @@ impl ChangeChannels {
             columns,
             predictor_weight: w,
             window_weight: window,
-            noise,
+            inverse_noise,
             norms,
             running,
             calibration: Calibration::new(Vec::new(), settings.false_alarm_rate),
@@ -275,21 +284,13 @@ impl ChangeChannels {
     /// Advances on one full frame and returns its change score (0 for the
     /// very first frame): the largest standardized statistic.
     pub fn observe(&mut self, row: &[f64]) -> f64 {
-        let mut values = [0.0; 16];
-        let picked: Vec<f64>;
-        let x: &[f64] = if self.columns.len() <= values.len() {
-            for (v, &c) in values.iter_mut().zip(&self.columns) {
-                *v = row[c];
-            }
-            &values[..self.columns.len()]
-        } else {
-            picked = self.columns.iter().map(|&c| row[c]).collect();
-            &picked
-        };
-        if !self
-            .running
-            .step(x, &self.noise, self.predictor_weight, self.window_weight)
-        {
+        if !self.running.step(
+            row,
+            &self.columns,
+            &self.inverse_noise,
+            self.predictor_weight,
+            self.window_weight,
+        ) {
             return 0.0;
         }
         (0..self.columns.len())
@@ -300,8 +301,8 @@ impl ChangeChannels {
     /// Change reading `j`'s score as the running statistics stand.
     fn reading_score(&self, j: usize) -> f64 {
         let n = &self.norms[j];
-        let mean = (self.running.mean[j] - n[0]).abs() / n[1];
-        let energy = (self.running.energy[j] - n[2]) / n[3];
+        let mean = (self.running.mean[j] - n[0]).abs() * n[1];
+        let energy = (self.running.energy[j] - n[2]) * n[3];
         mean.max(energy).clamp(0.0, Z_LIMIT)
     }
 
@@ -322,13 +323,13 @@ impl ChangeChannels {
 /// frame order) into `out`.
 pub(super) fn pick_level(values: &[f64], change_columns: &[usize], out: &mut Vec<f64>) {
     out.clear();
-    out.extend(
-        values
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| !change_columns.contains(j))
-            .map(|(_, v)| *v),
-    );
+    // `change_columns` is ascending (`Detector::for_readings` sorts it).
+    let mut change = change_columns.iter().peekable();
+    for (j, v) in values.iter().enumerate() {
+        if change.next_if_eq(&&j).is_none() {
+            out.push(*v);
+        }
+    }
 }
 
 /// Per frame position: the level reading's share of the level score
