@@ -150,6 +150,8 @@ fn added_noise_on_a_drifting_change_reading_is_flagged_and_its_drift_is_not() {
         let burst = (3000..3200).contains(&i);
         let outcome = detector.process_and_fit(&drifting_frame(&mut rng, &mut drift, i, burst));
         if let Outcome::Scored(s) = outcome {
+            // What a graph's detector node passes on: above 1 when flagged.
+            assert_eq!(s.flagged, s.alarm_ratio() > 1.0, "{s:?}");
             if burst {
                 burst_flags += usize::from(s.flagged);
                 if let Some(evidence) = &s.evidence {

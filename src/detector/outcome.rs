@@ -54,6 +54,9 @@ pub struct Scored {
     /// The level model's conformal p-value or, with change readings, the
     /// Bonferroni combination `min(1, 2 min(p_level, p_change))`.
     pub p_value: f64,
+    /// With change readings: the change score and its threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<(f64, f64)>,
     pub flagged: bool,
     /// Whether an alarm is open after this frame.
     pub alarm_open: bool,
@@ -63,6 +66,19 @@ pub struct Scored {
     pub alarm_event: Option<AlarmEvent>,
     /// Present when the health figures were refreshed on this frame.
     pub health: Option<ModelHealth>,
+}
+
+impl Scored {
+    /// How far the frame is beyond the alarm line: the score over its
+    /// threshold, or with change readings the larger of that and the change
+    /// score over its threshold. Above 1 exactly when `flagged`.
+    pub fn alarm_ratio(&self) -> f64 {
+        let level = self.score / self.threshold;
+        match self.change {
+            Some((score, threshold)) => level.max(score / threshold),
+            None => level,
+        }
+    }
 }
 
 /// Why a flagged frame was flagged.

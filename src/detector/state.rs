@@ -336,6 +336,7 @@ impl Detector {
             (
                 change.calibration.flags(score),
                 change.calibration.p_value(score),
+                (score, change.calibration.threshold),
             )
         });
         let raw_score = fitted.model.combine(t2, spe);
@@ -349,7 +350,7 @@ impl Detector {
             ),
             // Bonferroni over the two channels: the frame is flagged when
             // either crosses its threshold.
-            Some((change_flagged, change_p)) => (
+            Some((change_flagged, change_p, _)) => (
                 (2.0 * fitted.calibration.p_value(score).min(change_p)).min(1.0),
                 fitted.calibration.flags(score) || change_flagged,
             ),
@@ -389,6 +390,7 @@ impl Detector {
             raw_score,
             threshold,
             p_value,
+            change: change.map(|(_, _, c)| c),
             flagged,
             alarm_open: self.alarm.is_open(),
             evidence,
