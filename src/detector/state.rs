@@ -318,19 +318,7 @@ impl Detector {
         // Decided on the alarm as it stood before this frame: the frame that
         // opens an alarm still moves the level, the one that closes it not.
         let hold = self.settings.hold_level_during_alarm && self.alarm.is_open();
-        let mut features = std::mem::take(&mut fitted.scratch.features);
-        if self.change_columns.is_empty() {
-            fitted
-                .features
-                .next_into(&frame.values, hold, &mut features);
-        } else {
-            let mut level = std::mem::take(&mut fitted.scratch.level);
-            pick_level(&frame.values, &self.change_columns, &mut level);
-            fitted.features.next_into(&level, hold, &mut features);
-            fitted.scratch.level = level;
-        }
-        let (t2, spe) = fitted.model.statistics(&features, &mut fitted.scratch);
-        fitted.scratch.features = features;
+        let (t2, spe) = fitted.level_statistics(&frame.values, &self.change_columns, hold);
         let change = fitted.change.as_mut().map(|change| {
             let score = change.observe(&frame.values);
             (
@@ -397,6 +385,30 @@ impl Detector {
             alarm_event,
             health,
         }))
+    }
+}
+
+impl Fitted {
+    /// The level model's T-squared and SPE of one frame: its level readings
+    /// through the feature state (held with `hold`) into the model.
+    fn level_statistics(
+        &mut self,
+        values: &[f64],
+        change_columns: &[usize],
+        hold: bool,
+    ) -> (f64, f64) {
+        let mut features = std::mem::take(&mut self.scratch.features);
+        if change_columns.is_empty() {
+            self.features.next_into(values, hold, &mut features);
+        } else {
+            let mut level = std::mem::take(&mut self.scratch.level);
+            pick_level(values, change_columns, &mut level);
+            self.features.next_into(&level, hold, &mut features);
+            self.scratch.level = level;
+        }
+        let statistics = self.model.statistics(&features, &mut self.scratch);
+        self.scratch.features = features;
+        statistics
     }
 }
 
