@@ -251,12 +251,14 @@ pub fn replay<R: Read>(
             source,
         }
     })?;
-    let width = config.required_readings().count();
-    let detector =
-        Detector::new(config.detector.clone(), width).map_err(|source| ReplayError::Detector {
+    let names: Vec<String> = config.required_readings().map(|r| r.name.clone()).collect();
+    let width = names.len();
+    let detector = Detector::for_readings(config.detector.clone(), &names).map_err(|source| {
+        ReplayError::Detector {
             monitor: config.name.clone(),
             source,
-        })?;
+        }
+    })?;
     let mut required = 0;
     let positions = config
         .readings

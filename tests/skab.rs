@@ -206,10 +206,11 @@ fn shipped_skab_monitor_beats_the_published_pca_and_conv_ae_results() {
         pooled.mar()
     );
     // In-sample (the configuration was chosen looking at these files):
-    // 0.855 at 7.4% when this was written.
-    assert!(pooled.f1() > 0.85, "pooled F1 {:.3}", pooled.f1());
+    // 0.849 at 8.0% when this was written (0.855 at 7.4% before the change
+    // channels scored the four drifting readings).
+    assert!(pooled.f1() > 0.84, "pooled F1 {:.3}", pooled.f1());
     assert!(
-        pooled.far() < 0.08,
+        pooled.far() < 0.085,
         "pooled false-alarm rate {:.3}",
         pooled.far()
     );
@@ -330,10 +331,10 @@ fn leave_one_experiment_out_over_valve1_stays_near_the_in_sample_figure() {
         "the selection rule picks {} over the shipped settings",
         candidates[chosen].0
     );
-    // 0.880 at 12.7% when this was written (the rule chose the shipped
+    // 0.877 at 13.5% when this was written (the rule chose the shipped
     // settings for every held-out file).
     assert!(
-        held_out.f1() > 0.86,
+        held_out.f1() > 0.87,
         "held-out pooled F1 {:.3}",
         held_out.f1()
     );
@@ -394,7 +395,7 @@ impl Normals {
 }
 
 #[test]
-fn synthetic_faults_in_the_fault_free_run_are_found_on_every_scored_reading() {
+fn synthetic_faults_in_the_fault_free_run_are_found_on_every_reading_that_can_show_them() {
     let Some(dir) = dataset_dir() else { return };
     let config = shipped_config();
     let text = std::fs::read_to_string(dir.join("anomaly-free/anomaly-free.csv")).unwrap();
@@ -438,14 +439,22 @@ fn synthetic_faults_in_the_fault_free_run_are_found_on_every_scored_reading() {
         100.0 * clean_far
     );
     println!("{:22} {:12} detected  delay  recall", "reading", "fault");
+    // Readings scored by their changes, and those in the level model.
+    let change: Vec<&str> = config
+        .detector
+        .change
+        .iter()
+        .flat_map(|c| c.readings.iter().map(String::as_str))
+        .collect();
     let scored: Vec<&str> = config
         .readings
         .iter()
-        .filter(|r| r.required)
+        .filter(|r| r.required && !change.contains(&r.name.as_str()))
         .map(|r| r.name.as_str())
         .collect();
     let mut weakest_scored: f64 = 1.0;
     let mut weakest_step_or_ramp: f64 = 1.0;
+    let mut weakest_change: f64 = 1.0;
     for reading in config.readings.iter().map(|r| r.name.as_str()) {
         let Some(col) = columns.iter().position(|c| *c == reading) else {
             panic!("anomaly-free.csv has no column {reading}");
@@ -497,18 +506,26 @@ fn synthetic_faults_in_the_fault_free_run_are_found_on_every_scored_reading() {
             if scored.contains(&reading) && (fault == "step" || fault == "ramp") {
                 weakest_step_or_ramp = weakest_step_or_ramp.min(rate);
             }
+            if change.contains(&reading) && (fault == "variance" || fault == "impulses") {
+                weakest_change = weakest_change.min(rate);
+            }
         }
     }
     println!(
         "weakest detection rate on a scored reading (stuck values aside): {weakest_scored:.3}"
     );
-    // When this was written: clean runs 18.7% (each segment is a fresh
+    // When this was written: clean runs 18.8% (each segment is a fresh
     // start with its own 300 training rows, as every SKAB experiment is:
     // the honest estimate of the false-alarm rate on unseen experiments),
-    // every step and ramp on a scored reading found in at least 5 of 6 runs.
-    assert!(clean_far < 0.22, "clean false-alarm rate {clean_far:.3}");
+    // every step and ramp on a level reading found in at least 5 of 6 runs,
+    // added noise and impulses on every change reading in 6 of 6.
+    assert!(clean_far < 0.20, "clean false-alarm rate {clean_far:.3}");
     assert!(
         weakest_step_or_ramp >= 5.0 / 6.0,
-        "a step or ramp on a scored reading was found in only {weakest_step_or_ramp:.3} of runs"
+        "a step or ramp on a level reading was found in only {weakest_step_or_ramp:.3} of runs"
+    );
+    assert!(
+        !change.is_empty() && weakest_change >= 5.0 / 6.0,
+        "added noise or impulses on a change reading found in only {weakest_change:.3} of runs"
     );
 }

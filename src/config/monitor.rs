@@ -140,6 +140,14 @@ impl MonitorConfig {
             errors.extend(payload.validate("payload"));
         }
         errors.extend(self.detector.validate("detector", required));
+        for name in self.detector.change.iter().flat_map(|c| &c.readings) {
+            if !self.required_readings().any(|r| &r.name == name) {
+                errors.push(FieldError::new(
+                    "detector.change.readings",
+                    format!("{name:?} is not a required reading of this monitor"),
+                ));
+            }
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -256,6 +264,19 @@ mod tests {
                     "topic = \"$SYS/load\"",
                 ),
                 "readings[1].topic",
+            ),
+            (
+                // The optional "ambient" is not in the frames the detector sees.
+                format!(
+                    "{EXAMPLE}\n[detector.change]\nreadings = [\"ambient\"]\nfalse_alarm_rate = 0.01\n"
+                ),
+                "detector.change.readings",
+            ),
+            (
+                format!(
+                    "{EXAMPLE}\n[detector.change]\nreadings = [\"flow\"]\nfalse_alarm_rate = 0.0\n"
+                ),
+                "detector.change.false_alarm_rate",
             ),
             (
                 edited("freshness_ms = 5000", "freshness_ms = 0"),

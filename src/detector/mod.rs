@@ -4,11 +4,16 @@
 //! - `robust`: median/MAD standardization learned from training frames.
 //! - `pca`: the principal-component model and its T-squared + SPE score.
 //! - `conformal`: threshold and p-values from the calibration scores.
+//! - `change`: readings scored on their changes (innovations of a
+//!   local-level predictor), for readings whose level drifts.
 //! - `alarm`: the k-of-n open / m-normal close rule and its events.
 //! - `health`: recent flag rate and score drift.
 //! - `state`: the phases and the whole serializable detector.
 
 mod alarm;
+mod change;
+#[cfg(test)]
+mod change_tests;
 mod conformal;
 mod features;
 mod health;
@@ -21,6 +26,7 @@ mod state;
 mod tests;
 
 pub use alarm::{AlarmEvent, AlarmState};
+pub use change::{ChangeChannels, ChangeSettings};
 pub use conformal::Calibration;
 pub use features::Features;
 pub use health::{HealthWindow, ModelHealth};
@@ -34,4 +40,6 @@ pub use state::{Detector, DetectorError, Phase};
 /// envelope. Bump it whenever a change could alter a score, threshold or
 /// fitted model for the same input. 2: levels may be held while an alarm is
 /// open (`hold_level_during_alarm`), and the settings carry that field.
-pub const ALGORITHM_VERSION: &str = "robust-pca-t2spe-conformal/2";
+/// 3: change channels (`change`), a frame is flagged by the level model or
+/// the change channels, and the p-value is their Bonferroni combination.
+pub const ALGORITHM_VERSION: &str = "robust-pca-t2spe-conformal/3";

@@ -44,12 +44,19 @@ pub enum Rejection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scored {
     pub ts: DateTime<Utc>,
-    /// The (smoothed) score compared with the threshold.
+    /// The level model's (smoothed) score compared with the threshold.
+    /// With change readings a frame can also be flagged by the change
+    /// channels while this stays below the threshold; `p_value` covers both.
     pub score: f64,
     /// This frame's own score before smoothing.
     pub raw_score: f64,
     pub threshold: f64,
+    /// The level model's conformal p-value or, with change readings, the
+    /// Bonferroni combination `min(1, 2 min(p_level, p_change))`.
     pub p_value: f64,
+    /// With change readings: the change score and its threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<(f64, f64)>,
     pub flagged: bool,
     /// Whether an alarm is open after this frame.
     pub alarm_open: bool,
@@ -61,6 +68,19 @@ pub struct Scored {
     pub health: Option<ModelHealth>,
 }
 
+impl Scored {
+    /// How far the frame is beyond the alarm line: the score over its
+    /// threshold, or with change readings the larger of that and the change
+    /// score over its threshold. Above 1 exactly when `flagged`.
+    pub fn alarm_ratio(&self) -> f64 {
+        let level = self.score / self.threshold;
+        match self.change {
+            Some((score, threshold)) => level.max(score / threshold),
+            None => level,
+        }
+    }
+}
+
 /// Why a flagged frame was flagged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
@@ -68,7 +88,9 @@ pub struct Evidence {
     pub score: f64,
     pub threshold: f64,
     pub p_value: f64,
-    /// Per required reading, its share of this frame's unsmoothed score.
+    /// Per required reading, its share of this frame's unsmoothed level
+    /// score, or for a change reading its own change score (see
+    /// `ChangeChannels`).
     pub contributions: Vec<f64>,
     /// The alarm open after this frame, if any.
     pub alarm_seq: Option<u64>,

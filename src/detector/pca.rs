@@ -243,6 +243,8 @@ pub struct Scratch {
     t: Vec<f64>,
     /// The frame's features, for the caller.
     pub features: Vec<f64>,
+    /// The frame's level-model readings, for the caller.
+    pub level: Vec<f64>,
 }
 
 impl PartialEq for Scratch {

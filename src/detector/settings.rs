@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ChangeSettings;
 use crate::config::FieldError;
 
 /// How the detector trains, calibrates and raises alarms. Every field is part
@@ -39,6 +40,10 @@ pub struct DetectorSettings {
     /// `level_tracking`).
     #[serde(default)]
     pub hold_level_during_alarm: bool,
+    /// Readings scored on their changes instead of their level (absent:
+    /// every reading is in the level model). See `change`.
+    #[serde(default)]
+    pub change: Option<ChangeSettings>,
     /// Monitored frames the model-health figures look back over.
     #[serde(default = "default_health_window")]
     pub health_window: usize,
@@ -110,6 +115,7 @@ impl Default for DetectorSettings {
             score_smoothing: default_score_smoothing(),
             level_tracking: None,
             hold_level_during_alarm: false,
+            change: None,
             health_window: default_health_window(),
             health_refresh_frames: default_health_refresh_frames(),
         }
@@ -183,6 +189,18 @@ impl DetectorSettings {
                 errors.push(FieldError::new(
                     field("level_tracking.clip"),
                     format!("{c} must be a positive number of robust deviations"),
+                ));
+            }
+        }
+        if let Some(change) = &self.change {
+            errors.extend(change.validate(&field, self.training_frames, self.calibration_frames));
+            if change.readings.len() >= readings {
+                errors.push(FieldError::new(
+                    field("change.readings"),
+                    format!(
+                        "{} of {readings} readings are change readings: at least one must stay in the level model",
+                        change.readings.len()
+                    ),
                 ));
             }
         }

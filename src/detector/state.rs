@@ -8,8 +8,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AlarmState, Calibration, DetectorSettings, Evidence, Features, HealthWindow, ModelHealth,
-    Outcome, PcaModel, Rejection, RobustScaler, Scored, pca::Scratch,
+    AlarmState, Calibration, ChangeChannels, DetectorSettings, Evidence, Features, HealthWindow,
+    ModelHealth, Outcome, PcaModel, Rejection, RobustScaler, Scored,
+    change::{contributions, pick_level},
+    pca::Scratch,
 };
 use crate::{align::Frame, config::FieldErrors};
 
@@ -40,6 +42,10 @@ impl Phase {
 pub enum DetectorError {
     #[error("invalid detector settings: {0}; fix the monitor file")]
     Settings(#[from] FieldErrors),
+    #[error(
+        "change reading {0:?} is not one of the detector's required readings; fix detector.change.readings"
+    )]
+    UnknownChangeReading(String),
     #[error("the fit cannot run in the {} phase; it runs once calibration frames are complete", .0.as_str())]
     NotReadyToFit(Phase),
 }
@@ -49,6 +55,9 @@ pub enum DetectorError {
 pub struct Detector {
     settings: DetectorSettings,
     width: usize,
+    /// Frame positions scored by the change channels; the others are the
+    /// level model's, in frame order.
+    change_columns: Vec<usize>,
     phase: Phase,
     training: Vec<Vec<f64>>,
     calibration: Vec<Vec<f64>>,
@@ -66,13 +75,44 @@ struct Fitted {
     calibration: Calibration,
     /// The moving average of scores, carried from calibration into monitoring.
     smoothed: Option<f64>,
+    change: Option<ChangeChannels>,
     #[serde(skip)]
     scratch: Scratch,
 }
 
 impl Detector {
     /// A fresh detector for frames of `width` required readings.
+    /// Change readings (`settings.change`) are named, so a detector with
+    /// them is made by [`Detector::for_readings`].
     pub fn new(settings: DetectorSettings, width: usize) -> Result<Self, DetectorError> {
+        if let Some(name) = settings.change.as_ref().and_then(|c| c.readings.first()) {
+            return Err(DetectorError::UnknownChangeReading(name.clone()));
+        }
+        Self::with_change_columns(settings, width, Vec::new())
+    }
+
+    /// A fresh detector for frames of the named required readings, in frame
+    /// order; `settings.change.readings` are looked up among them.
+    pub fn for_readings(
+        settings: DetectorSettings,
+        names: &[String],
+    ) -> Result<Self, DetectorError> {
+        let mut columns = Vec::new();
+        for name in settings.change.iter().flat_map(|c| &c.readings) {
+            match names.iter().position(|n| n == name) {
+                Some(c) if !columns.contains(&c) => columns.push(c),
+                _ => return Err(DetectorError::UnknownChangeReading(name.clone())),
+            }
+        }
+        columns.sort_unstable();
+        Self::with_change_columns(settings, names.len(), columns)
+    }
+
+    fn with_change_columns(
+        settings: DetectorSettings,
+        width: usize,
+        change_columns: Vec<usize>,
+    ) -> Result<Self, DetectorError> {
         let mut errors = settings.validate("detector", width);
         if width == 0 {
             errors.push(crate::config::FieldError::new(
@@ -90,6 +130,7 @@ impl Detector {
             calibration: Vec::with_capacity(settings.calibration_frames),
             settings,
             width,
+            change_columns,
             phase: Phase::Training,
             fitted: None,
             health: None,
@@ -204,26 +245,35 @@ impl Detector {
         }
     }
 
+    fn level_values(&self, row: &[f64]) -> Vec<f64> {
+        let mut out = Vec::with_capacity(row.len());
+        pick_level(row, &self.change_columns, &mut out);
+        out
+    }
+
     fn run_fit(&mut self) {
         // Training and calibration frames pass through the feature state in
         // arrival order, exactly as monitored frames will, and leave it where
         // monitoring starts.
-        let spread = RobustScaler::fit(&self.training, self.width).scale;
+        let level = |rows: &[Vec<f64>]| -> Vec<Vec<f64>> {
+            rows.iter().map(|row| self.level_values(row)).collect()
+        };
+        let (level_training, level_calibration) = (level(&self.training), level(&self.calibration));
+        let level_width = self.width - self.change_columns.len();
+        let spread = RobustScaler::fit(&level_training, level_width).scale;
         let mut features = Features::new(
             self.settings.feature_smoothing,
             self.settings.level_tracking.clone(),
             &spread,
         );
-        let training: Vec<Vec<f64>> = self
-            .training
+        let training: Vec<Vec<f64>> = level_training
             .iter()
             .map(|row| features.next(row, false))
             .collect();
-        let model = PcaModel::fit(&training, self.width, self.settings.explained_variance);
+        let model = PcaModel::fit(&training, level_width, self.settings.explained_variance);
         let weight = self.settings.score_smoothing;
         let mut smoothed = None;
-        let scores = self
-            .calibration
+        let scores = level_calibration
             .iter()
             .map(|row| {
                 let s = ewma(
@@ -236,11 +286,20 @@ impl Detector {
             })
             .collect();
         let calibration = Calibration::new(scores, self.settings.false_alarm_rate);
+        let change = self.settings.change.as_ref().map(|settings| {
+            ChangeChannels::fit(
+                settings,
+                self.change_columns.clone(),
+                &self.training,
+                &self.calibration,
+            )
+        });
         self.fitted = Some(Fitted {
             features,
             model,
             calibration,
             smoothed,
+            change,
             scratch: Scratch::default(),
         });
         self.training = Vec::new();
@@ -259,18 +318,31 @@ impl Detector {
         // Decided on the alarm as it stood before this frame: the frame that
         // opens an alarm still moves the level, the one that closes it not.
         let hold = self.settings.hold_level_during_alarm && self.alarm.is_open();
-        let mut features = std::mem::take(&mut fitted.scratch.features);
-        fitted
-            .features
-            .next_into(&frame.values, hold, &mut features);
-        let (t2, spe) = fitted.model.statistics(&features, &mut fitted.scratch);
-        fitted.scratch.features = features;
+        let (t2, spe) = fitted.level_statistics(&frame.values, &self.change_columns, hold);
+        let change = fitted.change.as_mut().map(|change| {
+            let score = change.observe(&frame.values);
+            (
+                change.calibration.flags(score),
+                change.calibration.p_value(score),
+                (score, change.calibration.threshold),
+            )
+        });
         let raw_score = fitted.model.combine(t2, spe);
         let score = ewma(fitted.smoothed, raw_score, self.settings.score_smoothing);
         fitted.smoothed = Some(score);
         let threshold = fitted.calibration.threshold;
-        let p_value = fitted.calibration.p_value(score);
-        let flagged = fitted.calibration.flags(score);
+        let (p_value, flagged) = match change {
+            None => (
+                fitted.calibration.p_value(score),
+                fitted.calibration.flags(score),
+            ),
+            // Bonferroni over the two channels: the frame is flagged when
+            // either crosses its threshold.
+            Some((change_flagged, change_p, _)) => (
+                (2.0 * fitted.calibration.p_value(score).min(change_p)).min(1.0),
+                fitted.calibration.flags(score) || change_flagged,
+            ),
+        };
         let alarm_event = self.alarm.observe(frame.ts, flagged, score);
         self.monitored_frames += 1;
         self.health_window.push(flagged, score);
@@ -293,7 +365,11 @@ impl Detector {
             score,
             threshold,
             p_value,
-            contributions: fitted.model.contributions(&fitted.scratch),
+            contributions: contributions(
+                fitted.model.contributions(&fitted.scratch),
+                fitted.change.as_ref(),
+                self.width,
+            ),
             alarm_seq: self.alarm.open_seq(),
         });
         Outcome::Scored(Box::new(Scored {
@@ -302,12 +378,37 @@ impl Detector {
             raw_score,
             threshold,
             p_value,
+            change: change.map(|(_, _, c)| c),
             flagged,
             alarm_open: self.alarm.is_open(),
             evidence,
             alarm_event,
             health,
         }))
+    }
+}
+
+impl Fitted {
+    /// The level model's T-squared and SPE of one frame: its level readings
+    /// through the feature state (held with `hold`) into the model.
+    fn level_statistics(
+        &mut self,
+        values: &[f64],
+        change_columns: &[usize],
+        hold: bool,
+    ) -> (f64, f64) {
+        let mut features = std::mem::take(&mut self.scratch.features);
+        if change_columns.is_empty() {
+            self.features.next_into(values, hold, &mut features);
+        } else {
+            let mut level = std::mem::take(&mut self.scratch.level);
+            pick_level(values, change_columns, &mut level);
+            self.features.next_into(&level, hold, &mut features);
+            self.scratch.level = level;
+        }
+        let statistics = self.model.statistics(&features, &mut self.scratch);
+        self.scratch.features = features;
+        statistics
     }
 }
 

@@ -9,10 +9,10 @@ use crate::align::Frame;
 
 /// A small seeded generator (splitmix64) with Box-Muller normals, so the
 /// statistical tests are reproducible without extra dependencies.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next_u64(&mut self) -> u64 {
+    pub(super) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -20,17 +20,17 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn uniform(&mut self) -> f64 {
+    pub(super) fn uniform(&mut self) -> f64 {
         ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     }
 
-    fn normal(&mut self) -> f64 {
+    pub(super) fn normal(&mut self) -> f64 {
         let (u, v) = (self.uniform(), self.uniform());
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     }
 }
 
-fn frame(i: usize, values: Vec<f64>) -> Frame {
+pub(super) fn frame(i: usize, values: Vec<f64>) -> Frame {
     Frame {
         ts: DateTime::from_timestamp(1_700_000_000 + i as i64, 0).unwrap_or_default(),
         values,
@@ -324,7 +324,7 @@ fn model_health_reports_drift_when_the_process_shifts() {
 
 /// Student's t with 3 degrees of freedom, scaled to unit variance: tails
 /// far heavier than the normal law's (finite variance, infinite kurtosis).
-fn student_t3(rng: &mut Rng) -> f64 {
+pub(super) fn student_t3(rng: &mut Rng) -> f64 {
     let chi2: f64 = (0..3).map(|_| rng.normal().powi(2)).sum();
     rng.normal() / (chi2 / 3.0).sqrt() / 3.0f64.sqrt()
 }
@@ -495,6 +495,7 @@ proptest! {
 fn the_shipped_skab_monitor_file_is_valid() {
     let text = include_str!("../../config/monitors/skab.toml");
     let config = crate::config::MonitorConfig::from_toml(text).unwrap();
-    assert_eq!(config.required_readings().count(), 4);
-    Detector::new(config.detector.clone(), 4).unwrap();
+    assert_eq!(config.required_readings().count(), 8);
+    let names: Vec<String> = config.required_readings().map(|r| r.name.clone()).collect();
+    Detector::for_readings(config.detector.clone(), &names).unwrap();
 }

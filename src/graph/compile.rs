@@ -84,6 +84,17 @@ impl CompiledGraph {
                 Ok(spec) => {
                     let prefix = node_field(&node.id, "params");
                     errors.extend(spec.validate(&prefix, inputs[i].len()));
+                    if let NodeSpec::Detector(settings) = &spec {
+                        // Change readings name the detector's input nodes.
+                        for name in settings.change.iter().flat_map(|c| &c.readings) {
+                            if !inputs[i].iter().any(|&j| &definition.nodes[j].id == name) {
+                                errors.push(FieldError::new(
+                                    format!("{prefix}.change.readings"),
+                                    format!("{name:?} is not an input node of this detector"),
+                                ));
+                            }
+                        }
+                    }
                     specs.push(Some(spec));
                 }
                 Err(e) => {

@@ -201,7 +201,11 @@ impl GraphExecutor {
     pub fn new(graph: CompiledGraph) -> Result<Self, GraphError> {
         let mut states = Vec::with_capacity(graph.specs.len());
         for (i, spec) in graph.specs.iter().enumerate() {
-            states.push(initial_state(spec, graph.inputs[i].len()).map_err(|e| {
+            let inputs: Vec<String> = graph.inputs[i]
+                .iter()
+                .map(|&j| graph.definition.nodes[j].id.clone())
+                .collect();
+            states.push(initial_state(spec, &inputs).map_err(|e| {
                 GraphError::StateMismatch(format!("node {:?}: {e}", graph.definition.nodes[i].id))
             })?);
         }

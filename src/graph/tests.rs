@@ -497,3 +497,32 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn a_detector_node_scores_the_input_nodes_its_change_readings_name() {
+    let with_change = |readings: Value| {
+        let mut graph = small(None);
+        node_mut(&mut graph, "det")["params"]["change"] =
+            json!({"readings": readings, "false_alarm_rate": 0.1});
+        graph
+    };
+    assert_eq!(
+        rejected_fields(with_change(json!(["nowhere"]))),
+        vec!["nodes.det.params.change.readings"]
+    );
+    // "p" is the detector's second input (edge order: q, then p).
+    let mut executor = GraphExecutor::new(compiled(with_change(json!(["p"])))).unwrap();
+    let mut scored = 0;
+    for i in 0..80 {
+        let report;
+        (executor, report) = advance(executor, i);
+        assert_eq!(report.rejected().count(), 0);
+        scored += report
+            .detectors
+            .iter()
+            .filter(|d| d.scored.is_some())
+            .count();
+    }
+    // 10 training and 20 calibration frames, then every frame is scored.
+    assert_eq!(scored, 50);
+}

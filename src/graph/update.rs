@@ -11,7 +11,9 @@ use super::nodes::CombineOp;
 use crate::align::Frame;
 use crate::detector::{AlarmState, Detector, Outcome};
 
-pub(super) fn initial_state(spec: &NodeSpec, inputs: usize) -> Result<NodeState, String> {
+/// `inputs`: the ids of the node's input nodes, in edge order (a detector's
+/// readings, which its `change.readings` name).
+pub(super) fn initial_state(spec: &NodeSpec, inputs: &[String]) -> Result<NodeState, String> {
     Ok(match spec {
         NodeSpec::Reading(_) | NodeSpec::Scale(_) | NodeSpec::Combine(_) => NodeState::Stateless,
         NodeSpec::Difference(_) => NodeState::Difference { previous: None },
@@ -20,7 +22,9 @@ pub(super) fn initial_state(spec: &NodeSpec, inputs: usize) -> Result<NodeState,
         },
         NodeSpec::Ewma(_) => NodeState::Ewma { level: None },
         NodeSpec::Detector(settings) => NodeState::Detector {
-            detector: Box::new(Detector::new(settings.clone(), inputs).map_err(|e| e.to_string())?),
+            detector: Box::new(
+                Detector::for_readings(settings.clone(), inputs).map_err(|e| e.to_string())?,
+            ),
         },
         NodeSpec::Alarm(p) => NodeState::Alarm {
             alarm: AlarmState::new(p.rule.clone()),
@@ -201,7 +205,7 @@ fn detector_update(
             NodeUpdate::Applied(None)
         }
         Outcome::Scored(scored) => {
-            let ratio = scored.score / scored.threshold;
+            let ratio = scored.alarm_ratio();
             if !(ratio.is_finite() && scored.threshold > 0.0) {
                 return NodeUpdate::FatalUncertain(format!(
                     "the detector advanced but produced score {} against threshold {}",

@@ -130,8 +130,7 @@ impl MonitorCore {
         config: MonitorConfig,
         now: DateTime<Utc>,
     ) -> Result<Self, CoreError> {
-        let width = config.required_readings().count();
-        let detector = Detector::new(config.detector.clone(), width)
+        let detector = Detector::for_readings(config.detector.clone(), &required_names(&config))
             .map_err(|source| CoreError::Detector { service_id, source })?;
         Self::fresh_with(service_id, config, Engine::Detector(detector), now)
     }
@@ -173,7 +172,7 @@ impl MonitorCore {
         let detector = match detector {
             Some(detector) => detector,
             // An initial snapshot taken before the detector existed.
-            None => Detector::new(config.detector.clone(), config.required_readings().count())
+            None => Detector::for_readings(config.detector.clone(), &required_names(&config))
                 .map_err(|source| CoreError::Detector { service_id, source })?,
         };
         Self::restore_with(

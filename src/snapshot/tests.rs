@@ -213,6 +213,30 @@ fn a_changed_runtime_version_names_the_component_and_both_versions() {
 }
 
 #[test]
+fn a_snapshot_of_the_previous_detector_algorithm_is_refused_naming_both_versions() {
+    // Version 3 added the change channels; a version 2 detector state has
+    // no place for them and must never be decoded as version 3.
+    let sealed = sealed(7);
+    let mut binding = binding();
+    let current = format!("detector={}", crate::detector::ALGORITHM_VERSION);
+    assert!(binding.runtime_versions.contains(&current));
+    binding.runtime_versions = binding
+        .runtime_versions
+        .replace(&current, "detector=robust-pca-t2spe-conformal/2");
+    let reason = incompatible_reason(open(&sealed.bytes, &binding, &key()));
+    let IncompatibleReason::RuntimeVersions(changes) = &reason else {
+        panic!("{reason}");
+    };
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0].component, "detector");
+    let text = reason.to_string();
+    assert!(
+        text.contains("conformal/2") && text.contains("conformal/3"),
+        "{text}"
+    );
+}
+
+#[test]
 fn another_service_id_is_named() {
     let sealed = sealed(7);
     let mut binding = binding();
