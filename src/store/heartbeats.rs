@@ -21,7 +21,9 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::{
-    StoreError, checkout,
+    StoreError,
+    cached::{StaticSql, static_sql},
+    checkout,
     checkpoints::{CheckpointStore, WriteKind},
     health::{HealthOutcome, HealthRecord, HealthReporter, MAX_RACES},
 };
@@ -342,17 +344,14 @@ struct WrittenRow {
     service_id: Uuid,
 }
 
-fn statement(
-    store: &CheckpointStore,
-    chunk: &[&Prepared],
-) -> diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>
-{
+/// One chunk's upsert: a constant text each connection prepares once
+/// ([`static_sql`]), so a flush after the first costs one commit.
+fn statement(store: &CheckpointStore, chunk: &[&Prepared]) -> StaticSql<'static> {
     let mut c = StatusColumns::default();
     for p in chunk {
         c.push(p);
     }
-    diesel::sql_query(BATCH_UPSERT)
-        .into_boxed()
+    static_sql(BATCH_UPSERT)
         .bind::<Array<diesel::sql_types::Uuid>, _>(c.service_id)
         .bind::<Text, _>(store.writer_id().to_string())
         .bind::<Array<Text>, _>(c.state)
