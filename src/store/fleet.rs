@@ -12,7 +12,7 @@ use diesel::sql_types::{Bool, Double, Integer, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
-use super::{Pool, StoreError, checkout};
+use super::{Pool, StoreError, cached::static_sql, checkout};
 use crate::graph::LAUNCH_CONTRACT_VERSION;
 
 /// A worker whose heartbeat is older than this (on the database's clock)
@@ -47,7 +47,8 @@ impl WorkerAdvert {
 /// database's clock).
 pub async fn worker_heartbeat(pool: &Pool, advert: &WorkerAdvert) -> Result<(), StoreError> {
     let mut conn = checkout(pool).await?;
-    diesel::sql_query(
+    // Every few seconds for the worker's lifetime: prepared once per connection.
+    static_sql(
         "INSERT INTO radar_workers (worker_id, graph_launch_contract, binary_version, state) \
          VALUES ($1, $2, $3, 'running') \
          ON CONFLICT (worker_id) DO UPDATE SET \

@@ -12,7 +12,7 @@
 //! if its own writer moved on meanwhile), while the other monitors of the
 //! batch are written.
 
-use std::{collections::HashSet, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Array, Bool, Bytea, Int8, Jsonb, Nullable, Text, Timestamptz};
@@ -21,7 +21,9 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::{
-    StoreError, checkout,
+    StoreError,
+    cached::{StaticSql, static_sql},
+    checkout,
     checkpoints::{CheckpointStore, WriteKind},
     health::{HealthOutcome, HealthRecord, HealthReporter, MAX_RACES},
 };
@@ -37,7 +39,8 @@ pub const MAX_ROWS_PER_STATEMENT: usize = 1000;
 /// One monitor's heartbeat waiting for the next flush.
 struct Beat {
     reporter: HealthReporter,
-    record: HealthRecord,
+    /// Shared with `submit`'s fallback: no copy of the JSON columns.
+    record: Arc<HealthRecord>,
     reply: oneshot::Sender<HealthOutcome>,
 }
 
@@ -77,7 +80,8 @@ impl Heartbeats {
     /// the flusher be gone (the worker is stopping), writes it on its own.
     pub async fn submit(&self, reporter: HealthReporter, record: HealthRecord) -> HealthOutcome {
         let (reply, outcome) = oneshot::channel();
-        let fallback = (reporter.clone(), record.clone());
+        let record = Arc::new(record);
+        let fallback = (reporter.clone(), Arc::clone(&record));
         if self
             .beats
             .send(Beat {
@@ -244,43 +248,45 @@ fn one_per_monitor(pending: Vec<Prepared>) -> (Vec<Prepared>, Vec<Prepared>) {
 /// order of [`BATCH_UPSERT`]'s `unnest`. The per-row fields are those of
 /// [`HealthRecord`]: a new status column is one field there, one array
 /// here, and one name in this statement and in the single-row one.
+/// Borrowed from the records: building a statement copies no string or
+/// JSON document.
 #[derive(Default)]
-struct StatusColumns {
+struct StatusColumns<'a> {
     service_id: Vec<Uuid>,
-    state: Vec<String>,
-    phase: Vec<Option<String>>,
+    state: Vec<&'a str>,
+    phase: Vec<Option<&'a str>>,
     connected: Vec<bool>,
     processed_count: Vec<i64>,
     last_checkpoint_at: Vec<Option<DateTime<Utc>>>,
-    fencing_token: Vec<Option<String>>,
-    recovery: Vec<Option<serde_json::Value>>,
-    coverage: Vec<Option<serde_json::Value>>,
-    last_error: Vec<Option<String>>,
+    fencing_token: Vec<Option<&'a str>>,
+    recovery: Vec<Option<&'a serde_json::Value>>,
+    coverage: Vec<Option<&'a serde_json::Value>>,
+    last_error: Vec<Option<&'a str>>,
     taken_at: Vec<DateTime<Utc>>,
     /// Per monitor, each required reading's age in seconds when the record
     /// was taken (null: never seen), a duration whatever the writer's clock.
     readings_seen_ago: Vec<serde_json::Value>,
     /// (monitor, signature) pairs: every token each monitor's writer accepts.
     accepted_id: Vec<Uuid>,
-    accepted_signature: Vec<Vec<u8>>,
+    accepted_signature: Vec<&'a [u8]>,
 }
 
-impl StatusColumns {
-    fn push(&mut self, p: &Prepared) {
+impl<'a> StatusColumns<'a> {
+    fn push(&mut self, p: &'a Prepared) {
         let record = &p.beat.record;
         let id = p.service_id();
         self.service_id.push(id);
-        self.state.push(record.state.clone());
-        self.phase.push(record.phase.clone());
+        self.state.push(&record.state);
+        self.phase.push(record.phase.as_deref());
         self.connected.push(record.connected);
         self.processed_count
             .push(i64::try_from(record.processed_count).unwrap_or(i64::MAX));
         self.last_checkpoint_at.push(record.last_checkpoint_at);
         self.fencing_token
-            .push((!p.token.is_empty()).then(|| p.token.clone()));
-        self.recovery.push(record.recovery.clone());
-        self.coverage.push(record.coverage.clone());
-        self.last_error.push(record.last_error.clone());
+            .push((!p.token.is_empty()).then_some(p.token.as_str()));
+        self.recovery.push(record.recovery.as_ref());
+        self.coverage.push(record.coverage.as_ref());
+        self.last_error.push(record.last_error.as_deref());
         self.taken_at.push(record.heartbeat_at);
         let ages: serde_json::Map<String, serde_json::Value> = record
             .readings_seen
@@ -294,7 +300,7 @@ impl StatusColumns {
         self.readings_seen_ago.push(serde_json::Value::Object(ages));
         for signature in &p.accepted {
             self.accepted_id.push(id);
-            self.accepted_signature.push(signature.clone());
+            self.accepted_signature.push(signature);
         }
     }
 }
@@ -342,17 +348,14 @@ struct WrittenRow {
     service_id: Uuid,
 }
 
-fn statement(
-    store: &CheckpointStore,
-    chunk: &[&Prepared],
-) -> diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>
-{
+/// One chunk's upsert: a constant text each connection prepares once
+/// ([`static_sql`]), so a flush after the first costs one commit.
+fn statement<'a>(store: &CheckpointStore, chunk: &[&'a Prepared]) -> StaticSql<'a> {
     let mut c = StatusColumns::default();
     for p in chunk {
         c.push(p);
     }
-    diesel::sql_query(BATCH_UPSERT)
-        .into_boxed()
+    static_sql(BATCH_UPSERT)
         .bind::<Array<diesel::sql_types::Uuid>, _>(c.service_id)
         .bind::<Text, _>(store.writer_id().to_string())
         .bind::<Array<Text>, _>(c.state)

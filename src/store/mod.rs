@@ -1,6 +1,7 @@
 //! PostgreSQL: the one shared state of a radar fleet.
 //!
 //! - `connection`: one connection, with TLS when `sslmode` requires it.
+//! - `cached`: constant SQL each connection prepares once.
 //! - `migrate`: migrations and the schema ledger.
 //! - `services`: the monitors' rows.
 //! - `status`: reading the operational status workers write.
@@ -14,6 +15,7 @@
 //! - `health`: the operational status, checked against the token without locking.
 //! - `heartbeats`: every monitor's periodic status of one worker, written together.
 
+mod cached;
 mod checkpoints;
 mod connection;
 mod error;

@@ -8,7 +8,9 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{
-    Pool, StoreError, checkout,
+    Pool, StoreError,
+    cached::static_sql,
+    checkout,
     schema::{radar_operational_status as status, services},
 };
 
@@ -81,7 +83,7 @@ struct Now {
 pub async fn read_clock(pool: &Pool) -> Result<ClockReading, StoreError> {
     let mut conn = checkout(pool).await?;
     let sent = Utc::now();
-    let Now { now } = diesel::sql_query("SELECT now() AS now")
+    let Now { now } = static_sql("SELECT now() AS now")
         .get_result(&mut conn)
         .await?;
     let received = Utc::now();

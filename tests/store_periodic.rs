@@ -1,0 +1,117 @@
+//! The statements a worker runs periodically whatever its load (the
+//! coalesced status heartbeat, the worker heartbeat, the clock check) are
+//! prepared once per connection and reused. Prepared anew each time (as
+//! `sql_query` does), each execution costs PostgreSQL two transactions: one
+//! for the `Parse`, one for the execution.
+//!
+//! Counted exactly in the session's own `pg_prepared_statements`: a pool of
+//! one connection runs the statements, then reads the view.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::Utc;
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::RunQueryDsl;
+use radar::{
+    config::MonitorConfig,
+    snapshot::{CheckpointKey, ManagedState, SnapshotBinding, seal},
+    store::{
+        self, CheckpointStore, Claim, HealthOutcome, HealthRecord, Heartbeats, Services,
+        fleet::{self, WorkerAdvert},
+    },
+};
+
+#[derive(diesel::QueryableByName, Debug)]
+struct Prepared {
+    #[diesel(sql_type = BigInt)]
+    statements: i64,
+    #[diesel(sql_type = BigInt)]
+    executions: i64,
+}
+
+/// This session's prepared statements whose text contains `needle`, and
+/// how often they ran.
+async fn prepared(pool: &store::Pool, needle: &str) -> Prepared {
+    let mut conn = store::checkout(pool).await.unwrap();
+    diesel::sql_query(
+        "SELECT count(*) AS statements, \
+             coalesce(sum(generic_plans + custom_plans), 0)::int8 AS executions \
+         FROM pg_prepared_statements WHERE statement LIKE '%' || $1 || '%'",
+    )
+    .bind::<Text, _>(needle)
+    .get_result(&mut conn)
+    .await
+    .unwrap()
+}
+
+fn record() -> HealthRecord {
+    HealthRecord {
+        state: "running".into(),
+        phase: Some("monitoring".into()),
+        connected: true,
+        processed_count: 0,
+        last_checkpoint_at: None,
+        recovery: None,
+        coverage: None,
+        last_error: None,
+        heartbeat_at: Utc::now(),
+        readings_seen: vec![("flow".into(), None)],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_statements_are_prepared_once_per_connection() {
+    let db = common::migrated_database("periodic_prepared").await;
+    let pool = store::connect(&db.url, 1, common::STATEMENT_TIMEOUT)
+        .await
+        .unwrap();
+    let config = MonitorConfig::from_toml(&common::monitor_toml("periodic", "periodic")).unwrap();
+    let id = Services::new(pool.clone()).create(&config).await.unwrap();
+    let binding = SnapshotBinding::for_monitor(id, &config);
+    let key = CheckpointKey::new(b"integration-test-key-0123456789abcdef".to_vec());
+    let sealed = seal(&binding, &ManagedState::default(), Utc::now(), &key).unwrap();
+    let store = CheckpointStore::new(pool.clone(), "worker-a");
+    let writer = match store.claim(&sealed).await.unwrap() {
+        Claim::Won(w) => w,
+        Claim::Lost(lost) => panic!("{lost}"),
+    };
+    let (heartbeats, mut flusher) = Heartbeats::new(store, Duration::from_secs(3600));
+    let advert = WorkerAdvert::this_binary("worker-a".into());
+
+    const ROUNDS: i64 = 3;
+    for round in 0..ROUNDS {
+        let submit = {
+            let heartbeats = heartbeats.clone();
+            let reporter = writer.health_reporter();
+            tokio::spawn(async move { heartbeats.submit(reporter, record()).await })
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while flusher.queued() == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "never queued");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(flusher.flush_queued().await);
+        let outcome = submit.await.unwrap();
+        assert!(
+            matches!(outcome, HealthOutcome::Written(_)),
+            "round {round}: {outcome:?}"
+        );
+        fleet::worker_heartbeat(&pool, &advert).await.unwrap();
+        store::read_clock(&pool).await.unwrap();
+    }
+
+    for needle in [
+        "INSERT INTO radar_operational_status",
+        "INSERT INTO radar_workers",
+        "SELECT now() AS now",
+    ] {
+        let p = prepared(&pool, needle).await;
+        assert_eq!(
+            (p.statements, p.executions),
+            (1, ROUNDS),
+            "`{needle}...` should be prepared once and run {ROUNDS} times on the one connection"
+        );
+    }
+}
