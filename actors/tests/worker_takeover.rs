@@ -30,6 +30,7 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
     let second = h.spawn_worker("w-second", &[], &[]);
     let takeover =
         the_second_worker_commits_from_the_first_ones_last_snapshot(&mut conn, &second).await;
+    the_second_worker_is_subscribed(&h, id).await;
 
     // Both receive these; only the second may store anything about them.
     publisher.frames(&prefix, 20).await;
@@ -106,6 +107,15 @@ async fn the_second_worker_commits_from_the_first_ones_last_snapshot(
         "the second worker continues from the first's last committed state"
     );
     takeover
+}
+
+/// The second worker commits before it subscribes: frames published in
+/// between reach only the first, and the second would never count 108.
+async fn the_second_worker_is_subscribed(h: &Harness, id: uuid::Uuid) {
+    h.wait_status(id, START, "the second worker is connected", |s| {
+        s["worker_id"] == "w-second" && s["connected"] == true
+    })
+    .await;
 }
 
 async fn the_first_worker_ends_the_monitor_on_the_ownership_loss(first: &Worker) {
