@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use radar_testkit::{
-    broker::Mosquitto, db, monitor::MonitorFile, telemetry::create_monitor_from, telemetry::now_ms,
-    telemetry::radar, telemetry::wait_for, worker::Worker,
+    broker::Mosquitto, db, monitor::MonitorFile, poll, telemetry::create_monitor_from,
+    telemetry::now_ms, telemetry::radar, telemetry::wait_for, worker::Worker,
 };
 
 /// Readings `flow` and `pressure` under `prefix`, silent after 2 s.
@@ -96,12 +96,11 @@ async fn a_required_reading_that_goes_silent_is_no_data_until_frames_form_again(
         radar_testkit::exposition::sample(&worker.metrics(), "radar_reading_age_seconds", &labels)
     };
     // Both readings have an age; the silent one is past the silence limit.
-    wait_for(
-        Duration::from_secs(20),
+    poll::within(Duration::from_secs(20)).blocking(
         "the pressure reading's age passes the silence limit",
-        || {
-            let (pressure, _flow) = (age("pressure")?, age("flow")?);
-            (pressure >= 2.0).then_some(())
+        || match (age("pressure"), age("flow")) {
+            (Some(pressure), Some(_)) if pressure >= 2.0 => Ok(()),
+            ages => Err(format!("ages (pressure, flow) {ages:?}")),
         },
     );
     wait_for(
