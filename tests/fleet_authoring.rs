@@ -2,8 +2,6 @@
 //! off, publication and activation check it in their own transaction, and
 //! it is enabled only while every live worker supports graph runs.
 
-mod common;
-
 use diesel::sql_types::{Integer, Nullable, Text};
 use diesel_async::RunQueryDsl;
 use radar::{
@@ -13,11 +11,12 @@ use radar::{
         fleet::{self, AuthoringError, WorkerAdvert},
     },
 };
+use radar_testkit::db;
 
 const EXAMPLE: &str = include_str!("../config/graphs/pump-7.json");
 
-async fn pool(db: &common::TestDb) -> store::Pool {
-    store::connect(&db.url, 2, common::STATEMENT_TIMEOUT)
+async fn pool(db: &db::TestDb) -> store::Pool {
+    store::connect(&db.url, 2, db::STATEMENT_TIMEOUT)
         .await
         .unwrap()
 }
@@ -37,13 +36,13 @@ fn advert(worker_id: &str, contract: Option<i32>) -> WorkerAdvert {
 /// Puts a row straight into `radar_workers`, heartbeat `age_s` seconds ago
 /// on the database's clock.
 async fn worker_row(
-    db: &common::TestDb,
+    db: &db::TestDb,
     worker_id: &str,
     contract: Option<i32>,
     state: &str,
     age_s: i32,
 ) {
-    let mut conn = common::connect(db).await;
+    let mut conn = db::connect(db).await;
     diesel::sql_query(
         "INSERT INTO radar_workers (worker_id, graph_launch_contract, binary_version, state, heartbeat_at) \
          VALUES ($1, $2, 'old', $3, now() - make_interval(secs => $4))",
@@ -69,7 +68,7 @@ fn blocked_names(err: AuthoringError) -> (Vec<String>, String) {
 
 #[tokio::test]
 async fn authoring_starts_off_and_publish_and_activate_are_refused_in_the_store() {
-    let db = common::migrated_database("fleet_off").await;
+    let db = db::migrated_database("fleet_off").await;
     let pool = pool(&db).await;
     let status = fleet::authoring_status(&pool).await.unwrap();
     assert!(
@@ -96,7 +95,7 @@ async fn authoring_starts_off_and_publish_and_activate_are_refused_in_the_store(
 
 #[tokio::test]
 async fn a_live_worker_without_graph_support_blocks_enabling_and_is_named() {
-    let db = common::migrated_database("fleet_block").await;
+    let db = db::migrated_database("fleet_block").await;
     let pool = pool(&db).await;
     fleet::worker_heartbeat(&pool, &WorkerAdvert::this_binary("new-1".into()))
         .await
@@ -138,7 +137,7 @@ async fn a_live_worker_without_graph_support_blocks_enabling_and_is_named() {
 
 #[tokio::test]
 async fn stopped_and_silent_workers_do_not_block_but_one_seen_only_by_its_status_rows_does() {
-    let db = common::migrated_database("fleet_live").await;
+    let db = db::migrated_database("fleet_live").await;
     let pool = pool(&db).await;
     // Gone by the liveness rule: stopped, or silent for longer than it allows.
     worker_row(&db, "stopped-old", None, "stopped", 1).await;
@@ -153,7 +152,7 @@ async fn stopped_and_silent_workers_do_not_block_but_one_seen_only_by_its_status
 
     // A binary older than the registry writes status rows but no worker
     // row: its fresh heartbeat makes it live, and it supports nothing.
-    let mut conn = common::connect(&db).await;
+    let mut conn = db::connect(&db).await;
     diesel::sql_query(
         "INSERT INTO services (id, name, config, config_fingerprint) \
          VALUES (gen_random_uuid(), 'm', '{}', decode(repeat('00', 32), 'hex'))",

@@ -1,16 +1,14 @@
 //! Failure records, fencing of failed generations, admission and stopping
 //! of graph runs against real PostgreSQL.
 
-mod common;
-mod graph_support;
-
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use diesel::sql_types::{Bytea, Uuid as SqlUuid};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use graph_support::*;
+use diesel_async::RunQueryDsl;
 use radar::graph::LAUNCH_CONTRACT_VERSION;
 use radar::store::{self, Admission, AdmissionRefusal, FailureRecord, StopOutcome};
+use radar_testkit::db;
+use radar_testkit::{graph::*, rows};
 use uuid::Uuid;
 
 #[tokio::test]
@@ -65,7 +63,7 @@ async fn a_failure_waits_for_the_snapshot_row_lock_and_rechecks_the_signature() 
     let run = running(&graphs, &mut conn).await;
     // Another writer holds the row (as an evidence batch would) and commits
     // a successor snapshot while the failure record waits.
-    let mut other = common::connect(&db).await;
+    let mut other = db::connect(&db).await;
     diesel::sql_query("BEGIN")
         .execute(&mut other)
         .await
@@ -83,7 +81,7 @@ async fn a_failure_waits_for_the_snapshot_row_lock_and_rechecks_the_signature() 
                 .await
         })
     };
-    wait_for_lock_waiter(&mut conn).await;
+    rows::wait_for_lock_waiter(&mut conn, Duration::from_secs(10)).await;
     diesel::sql_query("UPDATE radar_runtime_checkpoints SET signature = $2 WHERE service_id = $1")
         .bind::<SqlUuid, _>(run.service_id)
         .bind::<Bytea, _>(vec![0x22u8; 32])
@@ -100,33 +98,6 @@ async fn a_failure_waits_for_the_snapshot_row_lock_and_rechecks_the_signature() 
         "{record:?}"
     );
     assert_eq!(graphs.run(run.run_id).await.unwrap().status, "running");
-}
-
-/// Waits until some backend of this database waits for a row lock.
-async fn wait_for_lock_waiter(conn: &mut AsyncPgConnection) {
-    #[derive(diesel::QueryableByName)]
-    struct Count {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        n: i64,
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let rows: Vec<Count> = diesel::sql_query(
-            "SELECT count(*) AS n FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .load(conn)
-        .await
-        .unwrap();
-        if rows[0].n > 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the failure record never waited for the row lock"
-        );
-        tokio::task::yield_now().await;
-    }
 }
 
 #[tokio::test]
@@ -265,7 +236,7 @@ async fn admission_checks_the_lifecycle_intent() {
         StopOutcome::AlreadyStopped
     );
     let service = store::Services::new(
-        store::connect(&db.url, 1, common::STATEMENT_TIMEOUT)
+        store::connect(&db.url, 1, db::STATEMENT_TIMEOUT)
             .await
             .unwrap(),
     );

@@ -1,9 +1,6 @@
 //! A quarantined run's failure record keeps retrying while PostgreSQL is
 //! unreachable, commits once it returns, and ends on an explicit stop.
 
-mod common;
-mod graph_support;
-
 use std::{
     sync::{
         Arc,
@@ -12,8 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use graph_support::*;
 use radar::store::{self, FailureRecord, GraphStore, RetriedFailure};
+use radar_testkit::{db as common, graph::*};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A TCP relay to PostgreSQL that can be cut (dropping every relayed

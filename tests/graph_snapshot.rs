@@ -3,11 +3,7 @@
 //! signature and leaves the snapshot untouched, and a recorded failure
 //! fences the run's generation for every writer.
 
-mod common;
-mod graph_support;
-
 use chrono::Utc;
-use graph_support::*;
 use radar::config::MonitorConfig;
 use radar::graph::{CompiledGraph, FailureDiagnostics, GraphBinding};
 use radar::snapshot::{
@@ -17,6 +13,8 @@ use radar::store::{
     self, Activated, CheckpointStore, CheckpointWriter, Claim, EvidenceRecord, FailureRecord,
     GraphStore, LossReason, PendingResults, Services, WriteOutcome,
 };
+use radar_testkit::db;
+use radar_testkit::{graph::*, rows};
 use serde_json::Value;
 
 fn key() -> CheckpointKey {
@@ -41,13 +39,13 @@ struct Fixture {
     checkpoints: CheckpointStore,
     run: Activated,
     config: MonitorConfig,
-    _db: common::TestDb,
+    _db: db::TestDb,
 }
 
 async fn fixture(tag: &str) -> (Fixture, CheckpointWriter) {
-    let db = common::migrated_database(tag).await;
-    common::enable_graph_authoring(&db).await;
-    let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
+    let db = db::migrated_database(tag).await;
+    db::enable_graph_authoring(&db).await;
+    let pool = store::connect(&db.url, 4, db::STATEMENT_TIMEOUT)
         .await
         .unwrap();
     let graphs = GraphStore::new(pool.clone());
@@ -118,7 +116,7 @@ async fn a_layout_only_edit_keeps_recovery_and_a_semantic_edit_invalidates_it() 
 #[tokio::test]
 async fn the_writer_token_records_the_failure_and_the_snapshot_bytes_stay() {
     let (f, writer) = fixture("graph_snap_failure").await;
-    let mut conn = common::connect(&f._db).await;
+    let mut conn = db::connect(&f._db).await;
     let before = snapshot_row(&mut conn, f.run.service_id).await;
     let diagnostics = FailureDiagnostics {
         failed_node: "pump".into(),
@@ -265,7 +263,7 @@ async fn a_recorded_failure_fences_the_generation_for_a_replacement_holding_the_
         .await
         .unwrap();
     assert_eq!(record, FailureRecord::Recorded);
-    let mut conn = common::connect(&f._db).await;
+    let mut conn = db::connect(&f._db).await;
     let before = snapshot_row(&mut conn, f.run.service_id).await;
 
     let binding = SnapshotBinding::for_monitor(f.run.service_id, &f.config);
@@ -305,7 +303,7 @@ async fn a_checkpoint_waiting_on_the_row_while_the_failure_commits_is_fenced_too
     let writer = writer.fenced_by_graph_run();
     let service = f.run.service_id;
     // The failure record's transaction, held open: the row lock, then the status.
-    let mut recorder = common::connect(&f._db).await;
+    let mut recorder = db::connect(&f._db).await;
     for statement in [
         "BEGIN".to_string(),
         format!(
@@ -326,8 +324,8 @@ async fn a_checkpoint_waiting_on_the_row_while_the_failure_commits_is_fenced_too
     let next = seal(&binding, &ManagedState::default(), Utc::now(), &key()).unwrap();
     let waiting =
         tokio::spawn(async move { writer.checkpoint(&next, &PendingResults::default()).await });
-    let mut watcher = common::connect(&f._db).await;
-    wait_for_lock_wait(&mut watcher).await;
+    let mut watcher = db::connect(&f._db).await;
+    rows::wait_for_lock_waiter(&mut watcher, std::time::Duration::from_secs(30)).await;
     diesel::sql_query("COMMIT")
         .execute(&mut recorder)
         .await
@@ -336,32 +334,4 @@ async fn a_checkpoint_waiting_on_the_row_while_the_failure_commits_is_fenced_too
         fenced_by_failed_run(waiting.await.unwrap()),
         "the CAS on the unchanged token must not commit into the failed generation"
     );
-}
-
-/// Waits until a session of this database waits for a lock.
-async fn wait_for_lock_wait(conn: &mut diesel_async::AsyncPgConnection) {
-    use diesel_async::RunQueryDsl;
-    #[derive(diesel::QueryableByName)]
-    struct Count {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        n: i64,
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let count: Count = diesel::sql_query(
-            "SELECT count(*) AS n FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .get_result(conn)
-        .await
-        .unwrap();
-        if count.n > 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no write waited for the row"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }

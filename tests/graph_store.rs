@@ -1,17 +1,15 @@
 //! Publishing, activating and inspecting graph runs against real PostgreSQL.
 
-mod common;
-mod graph_support;
-
 use diesel::sql_types::{Text, Uuid as SqlUuid};
 use diesel_async::RunQueryDsl;
-use graph_support::*;
 use radar::graph::{NodeChange, NodeChangeKind};
 use radar::store::{self, GraphStore, GraphStoreError, PlanChange, Services};
+use radar_testkit::db;
+use radar_testkit::graph::*;
 
-async fn graph_store(db: &common::TestDb) -> (GraphStore, Services) {
-    common::enable_graph_authoring(db).await;
-    let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
+async fn graph_store(db: &db::TestDb) -> (GraphStore, Services) {
+    db::enable_graph_authoring(db).await;
+    let pool = store::connect(&db.url, 4, db::STATEMENT_TIMEOUT)
         .await
         .unwrap();
     (GraphStore::new(pool.clone()), Services::new(pool))
@@ -19,7 +17,7 @@ async fn graph_store(db: &common::TestDb) -> (GraphStore, Services) {
 
 #[tokio::test]
 async fn a_layout_only_revision_keeps_the_hash_and_the_monitor_fingerprint() {
-    let db = common::migrated_database("graph_layout").await;
+    let db = db::migrated_database("graph_layout").await;
     let (graphs, services) = graph_store(&db).await;
     let first = graphs.publish(definition(example())).await.unwrap();
     assert_eq!(first.revision, 1);
@@ -47,7 +45,7 @@ async fn a_layout_only_revision_keeps_the_hash_and_the_monitor_fingerprint() {
 
 #[tokio::test]
 async fn a_semantic_revision_changes_the_hash_and_the_fingerprint_and_names_the_node() {
-    let db = common::migrated_database("graph_semantic").await;
+    let db = db::migrated_database("graph_semantic").await;
     let (graphs, services) = graph_store(&db).await;
     let first = graphs.publish(definition(example())).await.unwrap();
     let plan = graphs.plan(&definition(semantic_edit())).await.unwrap();
@@ -78,7 +76,7 @@ async fn a_semantic_revision_changes_the_hash_and_the_fingerprint_and_names_the_
 
 #[tokio::test]
 async fn publishing_the_same_definition_twice_is_refused() {
-    let db = common::migrated_database("graph_identical").await;
+    let db = db::migrated_database("graph_identical").await;
     let (graphs, _) = graph_store(&db).await;
     graphs.publish(definition(example())).await.unwrap();
     let plan = graphs.plan(&definition(example())).await.unwrap();
@@ -92,7 +90,7 @@ async fn publishing_the_same_definition_twice_is_refused() {
 
 #[tokio::test]
 async fn re_activating_an_old_revision_creates_a_new_service_and_run() {
-    let db = common::migrated_database("graph_reactivate").await;
+    let db = db::migrated_database("graph_reactivate").await;
     let (graphs, services) = graph_store(&db).await;
     graphs.publish(definition(example())).await.unwrap();
     graphs.publish(definition(semantic_edit())).await.unwrap();
@@ -109,7 +107,7 @@ async fn re_activating_an_old_revision_creates_a_new_service_and_run() {
     let binding = monitor.monitor_config().unwrap().graph.unwrap();
     assert_eq!((binding.revision, binding.run_id), (1, back.run_id));
     // Fresh: the new monitor has no snapshot, whatever the old one holds.
-    let mut conn = common::connect(&db).await;
+    let mut conn = db::connect(&db).await;
     put_snapshot(&mut conn, first.service_id, &[7; 32]).await;
     assert!(snapshot_row(&mut conn, back.service_id).await.is_empty());
     assert_eq!(
@@ -125,10 +123,10 @@ async fn re_activating_an_old_revision_creates_a_new_service_and_run() {
 
 #[tokio::test]
 async fn published_revisions_cannot_be_changed_or_deleted() {
-    let db = common::migrated_database("graph_immutable").await;
+    let db = db::migrated_database("graph_immutable").await;
     let (graphs, _) = graph_store(&db).await;
     graphs.publish(definition(example())).await.unwrap();
-    let mut conn = common::connect(&db).await;
+    let mut conn = db::connect(&db).await;
     for sql in [
         "UPDATE graph_revisions SET semantics_hash = repeat('0', 64)",
         "UPDATE graph_revisions SET definition = '{}'::jsonb",
@@ -142,7 +140,7 @@ async fn published_revisions_cannot_be_changed_or_deleted() {
 
 #[tokio::test]
 async fn inspect_shows_status_coverage_and_the_last_snapshot_envelope() {
-    let db = common::migrated_database("graph_inspect").await;
+    let db = db::migrated_database("graph_inspect").await;
     let (graphs, _) = graph_store(&db).await;
     graphs.publish(definition(example())).await.unwrap();
     let run = graphs.activate("pump-7-graph", 1).await.unwrap();
@@ -150,7 +148,7 @@ async fn inspect_shows_status_coverage_and_the_last_snapshot_envelope() {
     assert_eq!(inspection.run.status, "starting");
     assert!(inspection.last_snapshot.is_none() && inspection.operational.is_none());
 
-    let mut conn = common::connect(&db).await;
+    let mut conn = db::connect(&db).await;
     put_snapshot(&mut conn, run.service_id, &[0xee; 32]).await;
     diesel::sql_query(
         "INSERT INTO radar_operational_status (service_id, worker_id, state, coverage) \
@@ -177,7 +175,7 @@ async fn inspect_shows_status_coverage_and_the_last_snapshot_envelope() {
 
 #[tokio::test]
 async fn an_invalid_graph_is_refused_before_anything_is_stored() {
-    let db = common::migrated_database("graph_invalid").await;
+    let db = db::migrated_database("graph_invalid").await;
     let (graphs, _) = graph_store(&db).await;
     let mut value = example();
     node_mut(&mut value, "temperature_ewma")["params"]["alpha"] = serde_json::json!(0);

@@ -3,15 +3,9 @@
 //! connection events kept in the coverage history, and watermarks that
 //! refuse a retained message the broker delivers again after a reconnect.
 
-#[path = "common/broker.rs"]
-mod broker;
-
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use broker::{
-    Mosquitto, events_until, next_message, publish, readings, test_options, unique_prefix,
-};
 use chrono::{DateTime, Utc};
 use radar::{
     align::{Admission, AlignRejection, Aligner, AlignmentPolicy, Frame},
@@ -21,6 +15,10 @@ use radar::{
         payload::{PayloadFormat, PayloadRejection},
         spawn,
     },
+};
+use radar_testkit::{
+    broker::Mosquitto, ingest::events_until, ingest::next_message, ingest::readings,
+    ingest::test_options, ingest::unique_prefix, publisher::publish,
 };
 
 const WITHIN: Duration = Duration::from_secs(15);

@@ -3,9 +3,6 @@
 //! the backlog and this process's memory stays flat. Its own test binary so
 //! the peak RSS belongs to this test alone.
 
-#[path = "common/broker.rs"]
-mod broker;
-
 use std::{
     io::Write,
     process::{Command, Stdio},
@@ -14,10 +11,11 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use broker::{
-    Mosquitto, events_until, next_message, readings, test_options, unique_prefix, wait_until,
-};
 use radar::mqtt::{ConnectionEvent, spawn};
+use radar_testkit::{
+    broker::Mosquitto, ingest::events_until, ingest::next_message, ingest::readings,
+    ingest::test_options, ingest::unique_prefix, poll,
+};
 
 const MESSAGES: usize = 20_000;
 const PAYLOAD: usize = 1_000;
@@ -85,10 +83,12 @@ async fn a_flood_larger_than_the_queue_waits_at_the_broker_not_in_memory() -> Re
     // The owner waits for a slot: it took the queue's worth and a handful in
     // flight, and nothing more while nobody reads.
     let counters = Arc::clone(&ingestion.counters);
-    wait_until(Duration::from_secs(10), "the queue is full", || {
-        counters.snapshot().received > CAPACITY as u64
-    })
-    .await?;
+    poll::within(Duration::from_secs(10))
+        .every(poll::QUICK)
+        .until("the queue is full", || {
+            counters.snapshot().received > CAPACITY as u64
+        })
+        .await?;
     // The model stalls for a while (this is the scenario, not a wait for a
     // condition): a client without back-pressure would take thousands of
     // messages from the broker meanwhile.
@@ -117,10 +117,12 @@ async fn a_flood_larger_than_the_queue_waits_at_the_broker_not_in_memory() -> Re
     }
     let drain_time = drain_started.elapsed();
     // The counter moves just after a message enters the queue.
-    wait_until(Duration::from_secs(5), "every message is counted", || {
-        counters.snapshot().admitted == MESSAGES as u64
-    })
-    .await?;
+    poll::within(Duration::from_secs(5))
+        .every(poll::QUICK)
+        .until("every message is counted", || {
+            counters.snapshot().admitted == MESSAGES as u64
+        })
+        .await?;
     let done = counters.snapshot();
     let peak_after = status_kib("self", "VmHWM:")?;
     println!(

@@ -1,18 +1,15 @@
 //! Messages published on a real (private) Mosquitto reach the model side
 //! through the bounded ingress queue, stamped and mapped to their reading.
 
-#[path = "common/broker.rs"]
-mod broker;
-
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use broker::{
-    Mosquitto, events_until, next_message, publish, readings, test_options, unique_prefix,
-    wait_until,
-};
 use chrono::Utc;
 use radar::mqtt::{ConnectionEvent, spawn};
+use radar_testkit::{
+    broker::Mosquitto, ingest::events_until, ingest::next_message, ingest::readings,
+    ingest::test_options, ingest::unique_prefix, poll, publisher::publish,
+};
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -60,10 +57,12 @@ async fn published_messages_arrive_stamped_and_mapped_to_their_reading() -> Resu
         assert!(!m.retained);
     }
     let counters = std::sync::Arc::clone(&ingestion.counters);
-    wait_until(WITHIN, "both messages are counted", || {
-        counters.snapshot().admitted == 2
-    })
-    .await?;
+    poll::within(WITHIN)
+        .every(poll::QUICK)
+        .until("both messages are counted", || {
+            counters.snapshot().admitted == 2
+        })
+        .await?;
     let counts = counters.snapshot();
     assert_eq!(
         (counts.received, counts.admitted, counts.connections),
@@ -91,10 +90,12 @@ async fn an_oversized_payload_is_counted_and_the_connection_survives() -> Result
     assert_eq!(&m.payload[..], b"small");
     // The counter moves just after the message enters the queue.
     let counters = std::sync::Arc::clone(&ingestion.counters);
-    wait_until(WITHIN, "both messages are counted", || {
-        counters.snapshot().admitted == 1
-    })
-    .await?;
+    poll::within(WITHIN)
+        .every(poll::QUICK)
+        .until("both messages are counted", || {
+            counters.snapshot().admitted == 1
+        })
+        .await?;
     let counts = counters.snapshot();
     assert_eq!(
         (counts.received, counts.too_large, counts.admitted),
@@ -125,11 +126,13 @@ async fn a_stop_unsubscribes_disconnects_and_closes_the_queue() -> Result<()> {
     let counters = std::sync::Arc::clone(&ingestion.counters);
     // One message queued, at least one more received (the rest of its socket
     // read with it) and waiting for room.
-    wait_until(WITHIN, "the owner waits for a queue slot", || {
-        let c = counters.snapshot();
-        c.admitted == 1 && c.received >= 2
-    })
-    .await?;
+    poll::within(WITHIN)
+        .every(poll::QUICK)
+        .until("the owner waits for a queue slot", || {
+            let c = counters.snapshot();
+            c.admitted == 1 && c.received >= 2
+        })
+        .await?;
 
     let stopped = tokio::time::timeout(WITHIN, ingestion.control.stop()).await;
     assert!(stopped.is_ok(), "stop must not hang on a full queue");
@@ -154,10 +157,12 @@ async fn a_stop_unsubscribes_disconnects_and_closes_the_queue() -> Result<()> {
     // Mosquitto logs a DISCONNECT as "disconnected" and a dropped socket as
     // "closed its connection"; it may log after the client has gone.
     let polite = format!("Client {client_id} disconnected");
-    wait_until(WITHIN, "the broker logged a DISCONNECT", || {
-        broker.log().contains(&polite)
-    })
-    .await?;
+    poll::within(WITHIN)
+        .every(poll::QUICK)
+        .until("the broker logged a DISCONNECT", || {
+            broker.log().contains(&polite)
+        })
+        .await?;
     assert!(
         !broker
             .log()

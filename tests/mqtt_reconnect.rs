@@ -1,17 +1,14 @@
 //! The reconnect owner against a real Mosquitto that is killed and
 //! restarted on the same port, and one that is not up yet at start.
 
-#[path = "common/broker.rs"]
-mod broker;
-
 use std::time::Duration;
 
 use anyhow::Result;
-use broker::{
-    Mosquitto, events_until, free_port, next_message, publish, readings, test_options,
-    unique_prefix,
-};
 use radar::mqtt::{ConnectionEvent, spawn};
+use radar_testkit::{
+    broker::Mosquitto, broker::free_port, ingest::events_until, ingest::next_message,
+    ingest::readings, ingest::test_options, ingest::unique_prefix, publisher::publish,
+};
 
 const WITHIN: Duration = Duration::from_secs(15);
 

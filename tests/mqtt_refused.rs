@@ -1,14 +1,13 @@
 //! A broker that refuses one subscription (SUBACK 0x80) leaves the monitor
 //! not connected, with an error naming the topic, and it keeps retrying.
 
-#[path = "common/broker.rs"]
-mod broker;
-
 use std::{sync::atomic::Ordering, time::Duration};
 
 use anyhow::Result;
-use broker::{FakeBroker, events_until, readings, test_options, wait_until};
 use radar::mqtt::{ConnectionEvent, spawn};
+use radar_testkit::{
+    broker::FakeBroker, ingest::events_until, ingest::readings, ingest::test_options, poll,
+};
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -75,10 +74,12 @@ async fn a_refused_subscription_keeps_the_monitor_disconnected_and_retrying() ->
             .contains("plant/forbidden")
     );
     let connections = std::sync::Arc::clone(&fake.connections);
-    wait_until(WITHIN, "the client tried a fourth time", || {
-        connections.load(Ordering::SeqCst) >= 4
-    })
-    .await?;
+    poll::within(WITHIN)
+        .every(poll::QUICK)
+        .until("the client tried a fourth time", || {
+            connections.load(Ordering::SeqCst) >= 4
+        })
+        .await?;
     assert!(fake.refusals.load(Ordering::SeqCst) >= 3);
     let counts = ingestion.counters.snapshot();
     assert_eq!(counts.connections, 0);

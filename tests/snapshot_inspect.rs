@@ -2,8 +2,6 @@
 //! PostgreSQL: a healthy row, rows edited with SQL, and incompatible ones.
 //! (The binary's exit status is tested in `actors/src/cli/snapshot.rs`.)
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeZone, Utc};
@@ -16,6 +14,7 @@ use radar::{
     snapshot::{CheckpointKey, Inspection, ManagedState, SnapshotBinding, seal},
     store::{self, CheckpointStore, Claim, Services},
 };
+use radar_testkit::db;
 use uuid::Uuid;
 
 const PUMP: &str = include_str!("../config/monitors/pump.toml");
@@ -29,7 +28,7 @@ fn at(secs: i64) -> DateTime<Utc> {
 }
 
 struct Fixture {
-    db: common::TestDb,
+    db: db::TestDb,
     store: CheckpointStore,
     service_id: Uuid,
     config: MonitorConfig,
@@ -55,8 +54,8 @@ fn committed_state(config: &MonitorConfig) -> ManagedState {
 
 /// A monitor with a committed snapshot of [`committed_state`].
 async fn fixture(tag: &str) -> Fixture {
-    let db = common::migrated_database(tag).await;
-    let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
+    let db = db::migrated_database(tag).await;
+    let pool = store::connect(&db.url, 4, db::STATEMENT_TIMEOUT)
         .await
         .unwrap();
     let config = MonitorConfig::from_toml(PUMP).unwrap();
@@ -92,7 +91,7 @@ impl Fixture {
     async fn edit(&self, sql: &str) {
         diesel::sql_query(sql)
             .bind::<diesel::sql_types::Uuid, _>(self.service_id)
-            .execute(&mut common::connect(&self.db).await)
+            .execute(&mut db::connect(&self.db).await)
             .await
             .unwrap();
     }

@@ -1,8 +1,6 @@
 //! The fenced snapshot store against real PostgreSQL: one winner, refusals
 //! after a takeover, atomic checkpoints, lock-free heartbeats, cascades.
 
-mod common;
-
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
@@ -17,6 +15,7 @@ use radar::{
         HealthRecord, PendingResults, Services, WriteKind, WriteOutcome,
     },
 };
+use radar_testkit::{db, poll};
 use tokio::sync::Barrier;
 use uuid::Uuid;
 
@@ -31,15 +30,15 @@ fn at(secs: i64) -> DateTime<Utc> {
 }
 
 struct Fixture {
-    db: common::TestDb,
+    db: db::TestDb,
     pool: store::Pool,
     service_id: Uuid,
     binding: SnapshotBinding,
 }
 
 async fn fixture(tag: &str) -> Fixture {
-    let db = common::migrated_database(tag).await;
-    let pool = store::connect(&db.url, 12, common::STATEMENT_TIMEOUT)
+    let db = db::migrated_database(tag).await;
+    let pool = store::connect(&db.url, 12, db::STATEMENT_TIMEOUT)
         .await
         .unwrap();
     let config = MonitorConfig::from_toml(PUMP).unwrap();
@@ -75,7 +74,7 @@ impl Fixture {
     }
 
     async fn conn(&self) -> AsyncPgConnection {
-        common::connect(&self.db).await
+        db::connect(&self.db).await
     }
 
     async fn claim(&self, writer: &str) -> CheckpointWriter {
@@ -389,17 +388,16 @@ async fn a_heartbeat_lands_while_an_evidence_batch_waits_for_the_row_lock() {
 
     // The writer's evidence batch queues behind it.
     let batch = tokio::spawn(async move { writer.commit_evidence(&results(0, 2)).await });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let waiting = "SELECT count(*) AS n FROM pg_stat_activity \
                    WHERE datname = current_database() AND wait_event_type = 'Lock' \
                    AND query LIKE '%FOR UPDATE%' AND $1 IS NOT NULL";
-    while fx.count(waiting).await == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the evidence batch never blocked"
-        );
-        tokio::task::yield_now().await;
-    }
+    poll::within(Duration::from_secs(10))
+        .every(poll::QUICK)
+        .wait_async("the evidence batch blocks on the row lock", async || {
+            let n = fx.count(waiting).await;
+            poll::check(n > 0, || "no session waits for the lock")
+        })
+        .await;
 
     // The heartbeat does not wait for the lock. Its writer's clock says
     // September (at(50)); the row is stamped with the database's clock.

@@ -7,8 +7,6 @@
 //! row version carries the transaction (`xmin`) and the command within it
 //! (`cmin`) that wrote it, exact and private to this test's database.
 
-mod common;
-
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
@@ -22,6 +20,7 @@ use radar::{
         HeartbeatFlusher, Heartbeats, PendingResults, Services, WriteKind, WriteOutcome,
     },
 };
+use radar_testkit::{db, poll};
 use uuid::Uuid;
 
 fn key() -> CheckpointKey {
@@ -60,7 +59,7 @@ struct Monitor {
 }
 
 struct Fleet {
-    db: common::TestDb,
+    db: db::TestDb,
     pool: store::Pool,
     monitors: Vec<Monitor>,
 }
@@ -68,15 +67,16 @@ struct Fleet {
 impl Fleet {
     /// `n` monitors, each with a first snapshot claimed by `worker-a`.
     async fn new(tag: &str, n: usize) -> Self {
-        let db = common::migrated_database(tag).await;
-        let pool = store::connect(&db.url, 4, common::STATEMENT_TIMEOUT)
+        let db = db::migrated_database(tag).await;
+        let pool = store::connect(&db.url, 4, db::STATEMENT_TIMEOUT)
             .await
             .unwrap();
         let services = Services::new(pool.clone());
         let store = CheckpointStore::new(pool.clone(), "worker-a");
         let mut monitors = Vec::new();
         for i in 0..n {
-            let toml = common::monitor_toml(&format!("hb-{i}"), &format!("{tag}/{i}"));
+            let toml =
+                radar_testkit::monitor::two_readings(&format!("hb-{i}"), &format!("{tag}/{i}"));
             let config = MonitorConfig::from_toml(&toml).unwrap();
             let id = services.create(&config).await.unwrap();
             let binding = SnapshotBinding::for_monitor(id, &config);
@@ -98,7 +98,7 @@ impl Fleet {
     }
 
     async fn conn(&self) -> AsyncPgConnection {
-        common::connect(&self.db).await
+        db::connect(&self.db).await
     }
 
     async fn count(&self, sql: &str) -> i64 {
@@ -132,14 +132,14 @@ impl Fleet {
                 )
             })
             .collect();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while flusher.queued() < self.monitors.len() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the heartbeats were never queued"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let monitors = self.monitors.len();
+        poll::within(Duration::from_secs(30))
+            .every(poll::QUICK)
+            .wait("every heartbeat is queued", || {
+                let queued = flusher.queued();
+                poll::check(queued >= monitors, || format!("{queued} queued"))
+            })
+            .await;
         assert!(flusher.flush_queued().await);
         let mut outcomes = Vec::new();
         for task in tasks {
@@ -360,11 +360,13 @@ async fn two_heartbeats_of_one_monitor_in_one_interval_are_both_written_one_afte
         tasks.push(tokio::spawn(async move {
             heartbeats.submit(reporter, health(state, at(50))).await
         }));
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while flusher.queued() <= n {
-            assert!(tokio::time::Instant::now() < deadline, "never queued");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        poll::within(Duration::from_secs(30))
+            .every(poll::QUICK)
+            .wait("the heartbeat is queued", || {
+                let queued = flusher.queued();
+                poll::check(queued > n, || format!("{queued} queued"))
+            })
+            .await;
     }
     assert!(flusher.flush_queued().await);
     for task in tasks {

@@ -1,13 +1,12 @@
 //! The schema, its ledger and the monitors' rows, against real PostgreSQL.
 
-mod common;
-
 use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
 use radar::{
     config::MonitorConfig,
     store::{self, Services, StoreError},
 };
+use radar_testkit::db;
 
 const PUMP: &str = include_str!("../config/monitors/pump.toml");
 
@@ -27,13 +26,13 @@ async fn count(conn: &mut diesel_async::AsyncPgConnection, sql: &str) -> i64 {
 
 #[tokio::test]
 async fn migrations_apply_on_an_empty_database_and_are_idempotent() {
-    let db = common::empty_database("migrate").await;
+    let db = db::empty_database("migrate").await;
     let first = store::migrate(&db.url).await.unwrap();
     assert_eq!(first, store::known_migrations());
     let second = store::migrate(&db.url).await.unwrap();
     assert!(second.is_empty(), "second run applied {second:?}");
     store::check_schema(&db.url).await.unwrap();
-    let mut conn = common::connect(&db).await;
+    let mut conn = db::connect(&db).await;
     for table in [
         "services",
         "radar_runtime_checkpoints",
@@ -48,8 +47,8 @@ async fn migrations_apply_on_an_empty_database_and_are_idempotent() {
 
 #[tokio::test]
 async fn a_schema_with_an_unknown_newer_migration_is_refused() {
-    let db = common::migrated_database("newer").await;
-    common::mark_migrated_by_newer_binary(&db).await;
+    let db = db::migrated_database("newer").await;
+    db::mark_migrated_by_newer_binary(&db).await;
     let migrate = store::migrate(&db.url).await.unwrap_err();
     assert!(
         matches!(&migrate, StoreError::SchemaNewerThanBinary { unknown } if unknown == &["29991231000000"]),
@@ -65,7 +64,7 @@ async fn a_schema_with_an_unknown_newer_migration_is_refused() {
 
 #[tokio::test]
 async fn an_unmigrated_database_is_reported_as_behind() {
-    let db = common::empty_database("behind").await;
+    let db = db::empty_database("behind").await;
     let err = store::check_schema(&db.url).await.unwrap_err();
     assert!(matches!(err, StoreError::SchemaBehind { .. }), "{err}");
     assert!(err.to_string().contains("radar migrate"));
@@ -73,9 +72,9 @@ async fn an_unmigrated_database_is_reported_as_behind() {
 
 #[tokio::test]
 async fn monitors_round_trip_through_create_list_show_retire_and_delete() {
-    let db = common::migrated_database("crud").await;
+    let db = db::migrated_database("crud").await;
     let services = Services::new(
-        store::connect(&db.url, 2, common::STATEMENT_TIMEOUT)
+        store::connect(&db.url, 2, db::STATEMENT_TIMEOUT)
             .await
             .unwrap(),
     );
@@ -114,9 +113,9 @@ async fn monitors_round_trip_through_create_list_show_retire_and_delete() {
 
 #[tokio::test]
 async fn deleting_a_monitor_cascades_to_its_snapshot_alarms_evidence_and_status() {
-    let db = common::migrated_database("cascade").await;
+    let db = db::migrated_database("cascade").await;
     let services = Services::new(
-        store::connect(&db.url, 2, common::STATEMENT_TIMEOUT)
+        store::connect(&db.url, 2, db::STATEMENT_TIMEOUT)
             .await
             .unwrap(),
     );
@@ -128,7 +127,7 @@ async fn deleting_a_monitor_cascades_to_its_snapshot_alarms_evidence_and_status(
         .create(&MonitorConfig::from_toml(PUMP).unwrap())
         .await
         .unwrap();
-    let mut conn = common::connect(&db).await;
+    let mut conn = db::connect(&db).await;
     for service in [id, keep] {
         for sql in [
             "INSERT INTO radar_runtime_checkpoints (service_id, envelope, format_version, config_fingerprint, \
@@ -172,9 +171,9 @@ async fn deleting_a_monitor_cascades_to_its_snapshot_alarms_evidence_and_status(
 
 #[tokio::test]
 async fn the_same_frame_cannot_be_inserted_twice_as_evidence() {
-    let db = common::migrated_database("dupe").await;
+    let db = db::migrated_database("dupe").await;
     let services = Services::new(
-        store::connect(&db.url, 2, common::STATEMENT_TIMEOUT)
+        store::connect(&db.url, 2, db::STATEMENT_TIMEOUT)
             .await
             .unwrap(),
     );
@@ -182,7 +181,7 @@ async fn the_same_frame_cannot_be_inserted_twice_as_evidence() {
         .create(&MonitorConfig::from_toml(PUMP).unwrap())
         .await
         .unwrap();
-    let mut conn = common::connect(&db).await;
+    let mut conn = db::connect(&db).await;
     let insert = "INSERT INTO radar_evidence (service_id, frame_ts, frame_seq, score, threshold, \
                   p_value, contributions, writer_signature) \
                   VALUES ($1, '2026-01-01T00:00:00Z', 1, 2.0, 1.0, 0.01, '{}', '\\x01')";

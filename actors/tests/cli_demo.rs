@@ -3,9 +3,6 @@
 //! restores every monitor's snapshot and reports the gap) and without it
 //! (database writes disabled).
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 use std::{
     fs,
     path::PathBuf,
@@ -13,6 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use radar_testkit::{db, poll};
 use serde_json::Value;
 
 /// A 20 s run plus startup, database preparation and the graceful stop.
@@ -189,8 +187,8 @@ fn check_alarms(run: &Run) {
 
 #[test]
 fn with_postgres_the_demo_alarms_on_every_fault_and_a_second_run_restores_and_reports_the_gap() {
-    let database = common::unique_name("demo");
-    let server = format!("{}/postgres", common::server_url());
+    let database = db::unique_name("demo");
+    let server = format!("{}/postgres", db::server_url());
     let first = demo(&server, &["--demo-database", &database]);
     check_alarms(&first);
     assert_eq!(first.summary["database_mode"], "postgres");
@@ -244,19 +242,13 @@ fn with_postgres_the_demo_alarms_on_every_fault_and_a_second_run_restores_and_re
     // Ctrl-C: without --duration the demo runs until SIGINT, then stops
     // the plant and every monitor gracefully, with a last snapshot each.
     let third = Demo::spawn(&server, &["--demo-database", &database]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !third
-        .stderr()
-        .lines()
-        .any(|l| l.contains("demo-pump-4") && l.contains("frames=") && !l.contains("frames=0 "))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no progress within 60 s:\n{}",
-            third.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll::within(Duration::from_secs(60)).blocking("the demo reports progress", || {
+        let stderr = third.stderr();
+        let progress = stderr.lines().any(|l| {
+            l.contains("demo-pump-4") && l.contains("frames=") && !l.contains("frames=0 ")
+        });
+        poll::check(progress, || stderr)
+    });
     // SAFETY: sends a signal to the child this test spawned and still owns.
     let sent = unsafe { libc::kill(third.child.id() as libc::pid_t, libc::SIGINT) };
     assert_eq!(sent, 0, "could not send SIGINT");
@@ -282,7 +274,7 @@ fn with_postgres_the_demo_alarms_on_every_fault_and_a_second_run_restores_and_re
 
 #[test]
 fn without_postgres_the_demo_says_so_in_one_line_and_still_alarms_on_every_fault() {
-    let port = common::free_port();
+    let port = radar_testkit::http::free_port();
     let run = demo(&format!("postgres://postgres@127.0.0.1:{port}/radar"), &[]);
     check_alarms(&run);
     assert_eq!(run.summary["database_mode"], "disabled");

@@ -1,18 +1,14 @@
 //! The `radar graph` commands through the binary against real PostgreSQL.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use std::process::Output;
 
-use std::process::{Command, Output};
+use radar_testkit::{db, worker::radar_command};
 
 const EXAMPLE: &str = include_str!("../../config/graphs/pump-7.json");
 
-fn radar(db: &common::TestDb, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_radar"))
+fn radar(db: &db::TestDb, args: &[&str]) -> Output {
+    radar_command(&db.url)
         .args(args)
-        .env("DATABASE_URL", &db.url)
-        .env("RADAR_CONFIG_FILE", "/dev/null")
-        .env_remove("RADAR_ENV")
         .output()
         .expect("run radar")
 }
@@ -59,7 +55,7 @@ fn field(text: &str, key: &str) -> String {
 
 #[tokio::test]
 async fn publish_dry_run_activate_runs_inspect_and_stop_work_through_the_binary() {
-    let db = common::migrated_database("cli_graph").await;
+    let db = db::migrated_database("cli_graph").await;
     ok(radar(&db, &["graph", "authoring", "enable"]));
     let dir = tempfile::tempdir().unwrap();
     let base = write(&dir, "base.json", |_| {});
@@ -153,7 +149,7 @@ async fn publish_dry_run_activate_runs_inspect_and_stop_work_through_the_binary(
 
 #[tokio::test]
 async fn with_authoring_off_publish_and_activate_are_refused_but_runs_inspect_and_stop_work() {
-    let db = common::migrated_database("cli_graph_authoring").await;
+    let db = db::migrated_database("cli_graph_authoring").await;
     let dir = tempfile::tempdir().unwrap();
     let base = write(&dir, "base.json", |_| {});
     let out = radar(&db, &["graph", "publish", "--file", &base]);
@@ -220,7 +216,7 @@ async fn with_authoring_off_publish_and_activate_are_refused_but_runs_inspect_an
 
 #[tokio::test]
 async fn an_invalid_graph_file_is_refused_naming_the_node() {
-    let db = common::migrated_database("cli_graph_invalid").await;
+    let db = db::migrated_database("cli_graph_invalid").await;
     let dir = tempfile::tempdir().unwrap();
     let bad = write(&dir, "bad.json", |v| {
         node(v, "pressure_avg")["params"]["window"] = 0.into()
@@ -236,8 +232,8 @@ async fn an_invalid_graph_file_is_refused_naming_the_node() {
 
 #[tokio::test]
 async fn graph_commands_refuse_a_database_migrated_by_a_newer_radar() {
-    let db = common::migrated_database("cli_graph_newer").await;
-    common::mark_migrated_by_newer_binary(&db).await;
+    let db = db::migrated_database("cli_graph_newer").await;
+    db::mark_migrated_by_newer_binary(&db).await;
     let out = radar(&db, &["graph", "runs"]);
     assert!(!out.status.success());
     assert!(

@@ -1,18 +1,14 @@
 //! The `radar` binary's migrate and monitor commands against real PostgreSQL.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use std::process::Output;
 
-use std::process::{Command, Output};
+use radar_testkit::{db, worker::radar_command};
 
 const PUMP: &str = include_str!("../../config/monitors/pump.toml");
 
-fn radar(db: &common::TestDb, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_radar"))
+fn radar(db: &db::TestDb, args: &[&str]) -> Output {
+    radar_command(&db.url)
         .args(args)
-        .env("DATABASE_URL", &db.url)
-        .env("RADAR_CONFIG_FILE", "/dev/null")
-        .env_remove("RADAR_ENV")
         .output()
         .expect("run radar")
 }
@@ -33,7 +29,7 @@ fn write_monitor(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
 
 #[tokio::test]
 async fn the_monitor_lifecycle_works_end_to_end_through_the_binary() {
-    let db = common::empty_database("cli_lifecycle").await;
+    let db = db::empty_database("cli_lifecycle").await;
     let out = radar(&db, &["migrate"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("Applied 5 migration"));
@@ -90,7 +86,7 @@ async fn the_monitor_lifecycle_works_end_to_end_through_the_binary() {
 
 #[tokio::test]
 async fn invalid_monitor_files_are_rejected_naming_the_field() {
-    let db = common::migrated_database("cli_invalid").await;
+    let db = db::migrated_database("cli_invalid").await;
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&str, &str, &str)] = &[
         ("name = \"pump-7\"", "name = \"\"", "name"),
@@ -172,8 +168,8 @@ async fn invalid_monitor_files_are_rejected_naming_the_field() {
 
 #[tokio::test]
 async fn migrate_refuses_a_database_migrated_by_a_newer_binary() {
-    let db = common::migrated_database("cli_newer").await;
-    common::mark_migrated_by_newer_binary(&db).await;
+    let db = db::migrated_database("cli_newer").await;
+    db::mark_migrated_by_newer_binary(&db).await;
     for args in [&["migrate"][..], &["monitor", "list"][..]] {
         let out = radar(&db, args);
         assert!(!out.status.success(), "{args:?} ran against a newer schema");
@@ -184,7 +180,7 @@ async fn migrate_refuses_a_database_migrated_by_a_newer_binary() {
 
 #[tokio::test]
 async fn monitor_commands_ask_for_migrate_on_an_unmigrated_database() {
-    let db = common::empty_database("cli_behind").await;
+    let db = db::empty_database("cli_behind").await;
     let out = radar(&db, &["monitor", "list"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("radar migrate"), "{}", stderr(&out));

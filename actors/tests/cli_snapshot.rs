@@ -1,53 +1,29 @@
 //! A snapshot written by a real worker, inspected through the binary, then
 //! tampered with in SQL; and a worker refusing a database it does not know.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
 use std::{
     process::{Child, Command, Output, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use diesel::sql_types::BigInt;
 use diesel_async::RunQueryDsl;
+use radar_testkit::{db, monitor, poll, worker::radar_command};
 
-const MONITOR: &str = r#"
-name = "inspect-me"
-[[readings]]
-name = "a"
-topic = "radar-test/inspect/a"
-[alignment]
-freshness_ms = 5000
-max_age_ms = 60000
-future_tolerance_ms = 2000
-max_skew_ms = 0
-[detector]
-training_frames = 20
-calibration_frames = 20
-false_alarm_rate = 0.05
-"#;
-
-fn radar(db: &common::TestDb) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_radar"));
-    command
-        .env("DATABASE_URL", &db.url)
-        .env("RADAR_CONFIG_FILE", "/dev/null")
-        .env_remove("RADAR_ENV")
-        .env_remove("RADAR_CHECKPOINT_SECRET");
-    command
+fn radar(db: &db::TestDb) -> Command {
+    radar_command(&db.url)
 }
 
-fn run(db: &common::TestDb, args: &[&str]) -> Output {
+fn run(db: &db::TestDb, args: &[&str]) -> Output {
     radar(db).args(args).output().expect("run radar")
 }
 
-fn spawn_worker(db: &common::TestDb, id: &str) -> Child {
+fn spawn_worker(db: &db::TestDb, id: &str) -> Child {
     radar(db)
         .args(["worker", "--monitor", id])
         .env(
             "RADAR_METRICS_ADDR",
-            format!("127.0.0.1:{}", common::free_port()),
+            format!("127.0.0.1:{}", radar_testkit::http::free_port()),
         )
         .env("RADAR_WORKER_ID", "inspect-test")
         .stdout(Stdio::null())
@@ -64,10 +40,14 @@ struct Count {
 
 #[tokio::test]
 async fn inspect_verifies_a_worker_snapshot_and_names_the_reason_once_tampered() {
-    let db = common::migrated_database("cli_inspect").await;
+    let db = db::migrated_database("cli_inspect").await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("m.toml");
-    std::fs::write(&file, MONITOR).unwrap();
+    std::fs::write(
+        &file,
+        monitor::one_reading("inspect-me", "radar-test/inspect/a"),
+    )
+    .unwrap();
     let out = run(
         &db,
         &["monitor", "create", "--config", file.to_str().unwrap()],
@@ -81,21 +61,18 @@ async fn inspect_verifies_a_worker_snapshot_and_names_the_reason_once_tampered()
 
     // The worker commits a snapshot before it subscribes.
     let mut worker = spawn_worker(&db, &id);
-    let mut conn = common::connect(&db).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let n = diesel::sql_query("SELECT count(*) AS n FROM radar_runtime_checkpoints")
-            .get_result::<Count>(&mut conn)
-            .await
-            .unwrap()
-            .n;
-        if n == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no snapshot within 60 s");
-        assert!(worker.try_wait().unwrap().is_none(), "worker exited early");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let mut conn = db::connect(&db).await;
+    poll::within(Duration::from_secs(60))
+        .wait_async("the worker commits a snapshot", async || {
+            let n = diesel::sql_query("SELECT count(*) AS n FROM radar_runtime_checkpoints")
+                .get_result::<Count>(&mut conn)
+                .await
+                .unwrap()
+                .n;
+            assert!(worker.try_wait().unwrap().is_none(), "worker exited early");
+            poll::check(n == 1, || format!("{n} snapshot rows"))
+        })
+        .await;
     assert!(
         Command::new("kill")
             .args(["-TERM", &worker.id().to_string()])
@@ -140,7 +117,7 @@ async fn inspect_verifies_a_worker_snapshot_and_names_the_reason_once_tampered()
         .args(["worker", "--monitor", &id])
         .env(
             "RADAR_METRICS_ADDR",
-            format!("127.0.0.1:{}", common::free_port()),
+            format!("127.0.0.1:{}", radar_testkit::http::free_port()),
         )
         .output()
         .unwrap();
@@ -158,13 +135,13 @@ async fn inspect_verifies_a_worker_snapshot_and_names_the_reason_once_tampered()
 
 #[tokio::test]
 async fn the_worker_refuses_a_database_migrated_by_a_newer_binary() {
-    let db = common::migrated_database("worker_newer").await;
-    common::mark_migrated_by_newer_binary(&db).await;
+    let db = db::migrated_database("worker_newer").await;
+    db::mark_migrated_by_newer_binary(&db).await;
     let out = radar(&db)
         .arg("worker")
         .env(
             "RADAR_METRICS_ADDR",
-            format!("127.0.0.1:{}", common::free_port()),
+            format!("127.0.0.1:{}", radar_testkit::http::free_port()),
         )
         .output()
         .unwrap();

@@ -4,11 +4,12 @@
 //! none keeps the monitor disconnected with a reason saying so; no output of
 //! any of these runs contains a password.
 
-mod telemetry_common;
-
 use std::{fs, os::unix::fs::PermissionsExt, path::Path, time::Duration};
 
-use telemetry_common::{Broker, Worker, common, create_monitor, radar, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, telemetry::create_monitor, telemetry::radar, telemetry::wait_for,
+    worker::Worker,
+};
 
 const RIGHT: &str = "right-Pw-7f3a9c";
 const WRONG: &str = "wrong-Pw-51d0e2";
@@ -37,14 +38,14 @@ fn not_ready_detail(worker: &Worker) -> String {
 
 #[tokio::test]
 async fn a_password_protected_broker_admits_the_right_login_and_names_a_refused_one() {
-    let db = common::migrated_database("mqtt_credentials").await;
+    let db = db::migrated_database("mqtt_credentials").await;
     let dir = tempfile::tempdir().unwrap();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     // One monitor per worker, so no worker waits for another's claim.
     let ids: Vec<String> = ["good", "refused", "anonymous"]
         .iter()
         .map(|name| {
-            let topic = format!("{}/a", common::unique_name("creds"));
+            let topic = format!("{}/a", db::unique_name("creds"));
             create_monitor(&db, dir.path(), name, &topic)
         })
         .collect();
@@ -56,7 +57,7 @@ async fn a_password_protected_broker_admits_the_right_login_and_names_a_refused_
         .expect("run mosquitto_passwd");
     assert!(made.success());
     fs::set_permissions(&passwd, fs::Permissions::from_mode(0o644)).unwrap();
-    let broker = Broker::start_with(&format!("allow_anonymous false\npassword_file {passwd}\n"));
+    let broker = Mosquitto::start_with(&format!("allow_anonymous false\npassword_file {passwd}\n"));
     let right = readable(dir.path(), "right", &format!("{RIGHT}\n"));
     let wrong = readable(dir.path(), "wrong", WRONG);
     let key = readable(dir.path(), "key", &"k".repeat(48));
@@ -162,9 +163,9 @@ async fn a_password_protected_broker_admits_the_right_login_and_names_a_refused_
 
 #[tokio::test]
 async fn the_cli_and_the_worker_read_the_database_url_from_its_file() {
-    let db = common::migrated_database("db_url_file").await;
+    let db = db::migrated_database("db_url_file").await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("dburl"));
+    let topic = format!("{}/a", db::unique_name("dburl"));
     let id = create_monitor(&db, dir.path(), "url-file", &topic);
     let file = readable(dir.path(), "url", &format!("{}\n", db.url));
     // DATABASE_URL names a database that does not exist: only the file works.
@@ -182,7 +183,7 @@ async fn the_cli_and_the_worker_read_the_database_url_from_its_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(&id), "{stdout}");
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(
         &db,
         &broker,

@@ -3,8 +3,6 @@
 //! the recorded `mqtt_outage` gap starts at the last packet received, and the
 //! worker reconnects once the link carries traffic again.
 
-mod telemetry_common;
-
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
@@ -17,7 +15,10 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use telemetry_common::{Broker, Worker, common, create_monitor, now_ms, radar, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, telemetry::create_monitor, telemetry::now_ms, telemetry::radar,
+    telemetry::wait_for, worker::Worker,
+};
 
 /// Forwards 127.0.0.1:`port` to the broker while `forwarding` is set; while
 /// it is cleared, bytes in both directions are read and dropped, as a
@@ -64,7 +65,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, forwarding: &AtomicBool) {
 }
 
 /// The `mqtt_outage` gaps in the monitor's snapshot: (from, closed).
-fn outages(db: &common::TestDb, id: &str) -> Vec<(DateTime<Utc>, bool)> {
+fn outages(db: &db::TestDb, id: &str) -> Vec<(DateTime<Utc>, bool)> {
     let out = radar(db)
         .args(["snapshot", "inspect", id, "--json"])
         .output()
@@ -86,11 +87,11 @@ fn outages(db: &common::TestDb, id: &str) -> Vec<(DateTime<Utc>, bool)> {
 fn a_silently_dead_link_is_dated_from_its_last_packet_and_reconnects_when_it_returns() {
     let db = tokio::runtime::Runtime::new()
         .unwrap()
-        .block_on(common::migrated_database("mqtt_dead_link"));
+        .block_on(db::migrated_database("mqtt_dead_link"));
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("deadlink"));
+    let topic = format!("{}/a", db::unique_name("deadlink"));
     let id = create_monitor(&db, dir.path(), "dead-link", &topic);
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let relay = Relay::start(broker.port);
     let worker = Worker::spawn(
         &db,

@@ -3,11 +3,12 @@
 //! that allows subscribing. The SUBACK carries 0x80, so the monitor stays
 //! disconnected and `/readyz` answers 503 naming the topic.
 
-mod telemetry_common;
-
 use std::{fs, os::unix::fs::PermissionsExt, process::Command, time::Duration};
 
-use telemetry_common::{Broker, Worker, common, create_monitor, sample, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::sample, telemetry::create_monitor, telemetry::wait_for,
+    worker::Worker,
+};
 
 const PLUGIN: &str = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so";
 
@@ -41,11 +42,11 @@ async fn a_subscription_refused_by_dynamic_security_keeps_the_monitor_not_ready_
         std::path::Path::new(PLUGIN).exists(),
         "the dynamic-security plugin is not installed at {PLUGIN}"
     );
-    let db = common::migrated_database("mqtt_dynsec").await;
+    let db = db::migrated_database("mqtt_dynsec").await;
     let dir = tempfile::tempdir().unwrap();
     // The plugin rewrites its file next to itself as the mosquitto user.
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
-    let topic = format!("{}/a", common::unique_name("dynsec"));
+    let topic = format!("{}/a", db::unique_name("dynsec"));
     let id = create_monitor(&db, dir.path(), "dynsec", &topic);
     let config = dir.path().join("dynamic-security.json");
     let made = Command::new("mosquitto_ctrl")
@@ -56,7 +57,7 @@ async fn a_subscription_refused_by_dynamic_security_keeps_the_monitor_not_ready_
         .expect("run mosquitto_ctrl");
     assert!(made.status.success(), "{made:?}");
     fs::set_permissions(&config, fs::Permissions::from_mode(0o666)).unwrap();
-    let broker = Broker::start_with(&format!(
+    let broker = Mosquitto::start_with(&format!(
         "allow_anonymous false\nplugin {PLUGIN}\nplugin_opt_config_file {}\n",
         config.display()
     ));

@@ -3,8 +3,6 @@
 //! Each: connect, 200 frames, the broker killed and started again on the
 //! same port, the worker reconnects, more frames form.
 
-mod telemetry_common;
-
 use std::{
     fs,
     path::PathBuf,
@@ -12,10 +10,11 @@ use std::{
     time::Duration,
 };
 
-use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
-use telemetry_common::{
-    Broker, Worker, common, create_monitor, free_port, now_ms, sample, wait_for,
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::sample, http::free_port, telemetry::create_monitor,
+    telemetry::now_ms, telemetry::wait_for, worker::Worker,
 };
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
 /// The three tests run one at a time: each picks free ports and releases
 /// them before its broker binds, so two at once could race for one port.
@@ -35,18 +34,18 @@ trait Restartable {
     }
 }
 
-impl Restartable for Broker {
+impl Restartable for Mosquitto {
     fn port(&self) -> u16 {
         self.port
     }
     fn kill(&mut self) {
-        Broker::kill(self);
+        Mosquitto::kill(self).expect("kill mosquitto");
     }
     fn start(&mut self) {
-        Broker::restart(self);
+        Mosquitto::restart_blocking(self).expect("restart mosquitto");
     }
     fn log(&self) -> String {
-        Broker::log(self)
+        Mosquitto::log(self)
     }
 }
 
@@ -190,12 +189,12 @@ fn connected(worker: &Worker, id: &str) -> bool {
 }
 
 async fn connect_frames_restart_reconnect(name: &str, broker: &mut dyn Restartable) {
-    let db = common::migrated_database(&format!("interop_{name}")).await;
+    let db = db::migrated_database(&format!("interop_{name}")).await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name(name));
+    let topic = format!("{}/a", db::unique_name(name));
     let id = create_monitor(&db, dir.path(), name, &topic);
     let url = format!("mqtt://127.0.0.1:{}", broker.port());
-    let placeholder = Broker::start();
+    let placeholder = Mosquitto::start_anonymous();
     let worker = Worker::spawn(
         &db,
         &placeholder,
@@ -277,7 +276,7 @@ async fn connect_frames_restart_reconnect(name: &str, broker: &mut dyn Restartab
 async fn mosquitto_connects_delivers_200_frames_and_reconnects_after_a_restart() {
     let _serial = ONE_AT_A_TIME.lock().await;
     // Every connect, subscribe and publish in the broker's log, for a failure.
-    let mut broker = Broker::start_with("allow_anonymous true\nlog_type all\n");
+    let mut broker = Mosquitto::start_with("allow_anonymous true\nlog_type all\n");
     connect_frames_restart_reconnect("mosquitto", &mut broker).await;
 }
 

@@ -5,28 +5,22 @@
 //! what to change; a bad table is refused by `radar monitor create` and
 //! `radar monitor validate`.
 
-mod telemetry_common;
-
 use std::{fs, time::Duration};
 
-use telemetry_common::{
-    Broker, Worker, common, create_monitor, create_monitor_from, monitor_toml, now_ms, radar,
-    sample, wait_for,
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::sample, monitor::MonitorFile, telemetry::create_monitor,
+    telemetry::create_monitor_from, telemetry::now_ms, telemetry::radar, telemetry::wait_for,
+    worker::Worker,
 };
 
 const FRAMES: usize = 25;
 const WRONG_UNIT: usize = 5;
 
 fn seconds_monitor(name: &str, topic: &str) -> String {
-    format!(
-        r#"{}
-[payload]
-value = "/data/v"
-ts = "/t"
-ts_unit = "s"
-"#,
-        monitor_toml(name, topic)
-    )
+    MonitorFile::new(name)
+        .reading("a", topic)
+        .table("[payload]\nvalue = \"/data/v\"\nts = \"/t\"\nts_unit = \"s\"")
+        .to_toml()
 }
 
 /// Epoch seconds with a millisecond fraction, as many sensors send them.
@@ -36,9 +30,9 @@ fn seconds(ms: i64) -> String {
 
 #[tokio::test]
 async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mistake_elsewhere() {
-    let db = common::migrated_database("mqtt_payload").await;
+    let db = db::migrated_database("mqtt_payload").await;
     let dir = tempfile::tempdir().unwrap();
-    let base = common::unique_name("payload");
+    let base = db::unique_name("payload");
     let (seconds_topic, millis_topic) = (format!("{base}/s"), format!("{base}/ms"));
 
     let seconds_id = create_monitor_from(
@@ -49,7 +43,7 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
     );
     let millis_id = create_monitor(&db, dir.path(), "millis", &millis_topic);
 
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[], &[]);
     let sample_of = |text: &str, name: &str, id: &str, extra: &[(&str, &str)]| {
         let mut labels: Vec<(&str, &str)> = vec![("monitor_id", id)];

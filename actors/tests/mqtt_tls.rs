@@ -3,19 +3,20 @@
 //! `RADAR_MQTT_CA_FILE` and its name, presents a client pair for mutual
 //! TLS, and says which side speaks TLS when the URL and the port disagree.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use telemetry_common::{
-    Broker, Worker,
+use radar_testkit::{
+    broker::Mosquitto,
     certs::{Pair, TestCa},
-    common, create_monitor, wait_for,
+    db,
+    telemetry::create_monitor,
+    telemetry::wait_for,
+    worker::Worker,
 };
 
 /// Mosquitto with a TLS listener using `server`, trusting `ca` for clients.
-fn tls_broker(ca: &TestCa, server: &Pair, require_certificate: bool) -> Broker {
-    Broker::start_with(&format!(
+fn tls_broker(ca: &TestCa, server: &Pair, require_certificate: bool) -> Mosquitto {
+    Mosquitto::start_with(&format!(
         "allow_anonymous true\ncafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate {require_certificate}\n",
         ca.cert.display(),
         server.cert.display(),
@@ -23,7 +24,7 @@ fn tls_broker(ca: &TestCa, server: &Pair, require_certificate: bool) -> Broker {
     ))
 }
 
-fn mqtts(broker: &Broker) -> String {
+fn mqtts(broker: &Mosquitto) -> String {
     format!("mqtts://127.0.0.1:{}", broker.port)
 }
 
@@ -49,7 +50,7 @@ fn refused(worker: &Worker) -> String {
 
 #[tokio::test]
 async fn a_tls_broker_is_verified_by_ca_and_name_and_mutual_tls_needs_the_client_pair() {
-    let db = common::migrated_database("mqtt_tls").await;
+    let db = db::migrated_database("mqtt_tls").await;
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new(dir.path(), "main");
     let server = ca.issue("broker", "IP:127.0.0.1,DNS:localhost", false);
@@ -57,7 +58,7 @@ async fn a_tls_broker_is_verified_by_ca_and_name_and_mutual_tls_needs_the_client
     let client = ca.issue("radar-client", "DNS:radar-client", true);
     let ca_file = ca.cert.display().to_string();
     let monitor = |name: &str| {
-        let topic = format!("{}/a", common::unique_name(name));
+        let topic = format!("{}/a", db::unique_name(name));
         create_monitor(&db, dir.path(), name, &topic)
     };
 
@@ -148,7 +149,7 @@ async fn a_tls_broker_is_verified_by_ca_and_name_and_mutual_tls_needs_the_client
     drop(worker);
 
     // An mqtts:// URL on a plain port says the broker does not speak TLS.
-    let plain = Broker::start();
+    let plain = Mosquitto::start_anonymous();
     let id = monitor("tls-on-plain");
     let worker = Worker::spawn(
         &db,

@@ -4,14 +4,15 @@
 //! certificate for another name is refused under verify-full and accepted
 //! under verify-ca; a URL that does not ask for TLS cannot connect.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use common::postgres::PrivatePostgres;
-use telemetry_common::{Broker, Worker, certs::TestCa, common, create_monitor, radar, wait_for};
+use radar_testkit::postgres::PrivatePostgres;
+use radar_testkit::{
+    broker::Mosquitto, certs::TestCa, db, telemetry::create_monitor, telemetry::radar,
+    telemetry::wait_for, worker::Worker,
+};
 
-fn status(url: &str, db: &common::TestDb) -> std::process::Output {
+fn status(url: &str, db: &db::TestDb) -> std::process::Output {
     radar(db)
         .args(["status", "--json"])
         .env("DATABASE_URL", url)
@@ -22,9 +23,9 @@ fn status(url: &str, db: &common::TestDb) -> std::process::Output {
 #[tokio::test]
 async fn the_worker_and_status_connect_with_verify_full_and_a_wrong_name_is_refused() {
     let mut pg = PrivatePostgres::start().expect("a private PostgreSQL cluster");
-    let db = common::migrated_database_on(&pg.url(), "store_tls").await;
+    let db = db::migrated_database_on(&pg.url(), "store_tls").await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("pgtls"));
+    let topic = format!("{}/a", db::unique_name("pgtls"));
     let id = create_monitor(&db, dir.path(), "pg-tls", &topic);
 
     let ca = TestCa::new(dir.path(), "pg");
@@ -52,7 +53,7 @@ async fn the_worker_and_status_connect_with_verify_full_and_a_wrong_name_is_refu
         String::from_utf8_lossy(&require.stderr)
     );
 
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(
         &db,
         &broker,

@@ -3,19 +3,20 @@
 //! a monitor that never formed a frame, and every rejection reason and gap
 //! cause reads 0 instead of being absent.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use telemetry_common::{Broker, Worker, common, create_monitor, sample, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::sample, telemetry::create_monitor, telemetry::wait_for,
+    worker::Worker,
+};
 
 #[tokio::test]
 async fn a_monitor_that_received_nothing_shows_every_counter_at_zero() {
-    let db = common::migrated_database("telemetry_counters_exist").await;
+    let db = db::migrated_database("telemetry_counters_exist").await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("zeroes"));
+    let topic = format!("{}/a", db::unique_name("zeroes"));
     let id = create_monitor(&db, dir.path(), "zeroes", &topic);
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
     let me = [("monitor_id", id.as_str())];
     let text = wait_for(Duration::from_secs(30), "the monitor is connected", || {

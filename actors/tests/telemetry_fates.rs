@@ -3,46 +3,31 @@
 //! `radar snapshot inspect` both show received = accepted (the values of
 //! formed frames) + each named reason (superseded included) + held.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use telemetry_common::{
-    Broker, Worker, common, create_monitor_from, now_ms, radar, sample, wait_for,
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::sample, monitor::MonitorFile,
+    telemetry::create_monitor_from, telemetry::now_ms, telemetry::radar, telemetry::wait_for,
+    worker::Worker,
 };
 
 const FRAMES: i64 = 20;
 
+/// Two readings under `prefix`, fresh for 30 s.
 fn monitor_toml(name: &str, prefix: &str) -> String {
-    format!(
-        r#"
-name = "{name}"
-[[readings]]
-name = "a"
-topic = "{prefix}/a"
-[[readings]]
-name = "b"
-topic = "{prefix}/b"
-[alignment]
-freshness_ms = 30000
-max_age_ms = 60000
-future_tolerance_ms = 2000
-max_skew_ms = 0
-[detector]
-training_frames = 20
-calibration_frames = 20
-false_alarm_rate = 0.05
-"#
-    )
+    MonitorFile::new(name)
+        .readings_under(prefix, &["a", "b"])
+        .freshness_ms(30_000)
+        .to_toml()
 }
 
 #[tokio::test]
 async fn received_equals_frames_values_plus_every_named_reason_plus_held_in_metrics_and_inspect() {
-    let db = common::migrated_database("telemetry_fates").await;
+    let db = db::migrated_database("telemetry_fates").await;
     let dir = tempfile::tempdir().unwrap();
-    let prefix = common::unique_name("fates");
+    let prefix = db::unique_name("fates");
     let id = create_monitor_from(&db, dir.path(), "fates", &monitor_toml("fates", &prefix));
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
     let me = [("monitor_id", id.as_str())];
     wait_for(Duration::from_secs(30), "radar_mqtt_connected 1", || {

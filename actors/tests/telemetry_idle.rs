@@ -2,19 +2,20 @@
 //! one: the checkpoint timeout bounds how long a pending commit may take,
 //! not how long a monitor may go without input.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use telemetry_common::{Broker, Worker, common, create_monitor, sample, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::sample, telemetry::create_monitor, telemetry::wait_for,
+    worker::Worker,
+};
 
 #[tokio::test]
 async fn an_idle_monitor_is_not_suspended_by_the_checkpoint_timeout() {
-    let db = common::migrated_database("telemetry_idle").await;
+    let db = db::migrated_database("telemetry_idle").await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("idle"));
+    let topic = format!("{}/a", db::unique_name("idle"));
     let id = create_monitor(&db, dir.path(), "idle", &topic);
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(
         &db,
         &broker,

@@ -2,11 +2,12 @@
 //! JSON object and the monitor's lines carry its id; neither the checkpoint
 //! secret nor any payload value ever reaches the logs, even at debug level.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use telemetry_common::{Broker, Worker, common, create_monitor, now_ms, sample, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::sample, telemetry::create_monitor, telemetry::now_ms,
+    telemetry::wait_for, worker::Worker,
+};
 
 const SECRET: &str = "telemetry-canary-secret-5f1c9e0b7d3a";
 /// Payload fragments that must never be logged.
@@ -26,11 +27,11 @@ fn json_lines(stderr: &str) -> Vec<serde_json::Value> {
 /// Runs a worker at debug level through a start, good and bad input, and a
 /// SIGTERM stop; returns the monitor id and the whole stderr.
 async fn logged_run(tag: &str) -> (String, String) {
-    let db = common::migrated_database(tag).await;
+    let db = db::migrated_database(tag).await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name(tag));
+    let topic = format!("{}/a", db::unique_name(tag));
     let id = create_monitor(&db, dir.path(), "logged", &topic);
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(
         &db,
         &broker,

@@ -2,12 +2,11 @@
 //! observations, `/metrics` carries the exact counts, the connection and
 //! phase gauges and the queue capacity, and `promtool` accepts it.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use telemetry_common::{
-    Broker, Worker, common, create_monitor, now_ms, promtool_check, sample, wait_for,
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::promtool_check, exposition::sample,
+    telemetry::create_monitor, telemetry::now_ms, telemetry::wait_for, worker::Worker,
 };
 
 const GOOD: usize = 25;
@@ -15,11 +14,11 @@ const CAPACITY: &str = "77";
 
 #[tokio::test]
 async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promtool() {
-    let db = common::migrated_database("telemetry_scrape").await;
+    let db = db::migrated_database("telemetry_scrape").await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("scrape"));
+    let topic = format!("{}/a", db::unique_name("scrape"));
     let id = create_monitor(&db, dir.path(), "scraped", &topic);
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(
         &db,
         &broker,
@@ -133,11 +132,11 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
 /// others and must be counted under its own trigger.
 #[tokio::test]
 async fn the_commit_before_subscribing_is_counted_under_its_trigger() {
-    let db = common::migrated_database("telemetry_first_commit").await;
+    let db = db::migrated_database("telemetry_first_commit").await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("first_commit"));
+    let topic = format!("{}/a", db::unique_name("first_commit"));
     let id = create_monitor(&db, dir.path(), "first-commit", &topic);
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
     let labels = [
         ("monitor_id", id.as_str()),
@@ -157,11 +156,11 @@ async fn the_commit_before_subscribing_is_counted_under_its_trigger() {
 /// not only once the phase first changes.
 #[tokio::test]
 async fn the_phase_gauge_shows_training_from_the_start() {
-    let db = common::migrated_database("telemetry_first_phase").await;
+    let db = db::migrated_database("telemetry_first_phase").await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("first_phase"));
+    let topic = format!("{}/a", db::unique_name("first_phase"));
     let id = create_monitor(&db, dir.path(), "first-phase", &topic);
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
     let labels = [("monitor_id", id.as_str()), ("phase", "training")];
     wait_for(

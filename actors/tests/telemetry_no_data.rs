@@ -4,38 +4,23 @@
 //! the reading, the status row says so, and the coverage history records a
 //! `no_data` gap from the last frame that closes when frames form again.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use telemetry_common::{Broker, Worker, common, create_monitor_from, now_ms, radar, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, monitor::MonitorFile, poll, telemetry::create_monitor_from,
+    telemetry::now_ms, telemetry::radar, telemetry::wait_for, worker::Worker,
+};
 
+/// Readings `flow` and `pressure` under `prefix`, silent after 2 s.
 fn monitor_toml(name: &str, prefix: &str) -> String {
-    format!(
-        r#"
-name = "{name}"
-[[readings]]
-name = "flow"
-topic = "{prefix}/flow"
-[[readings]]
-name = "pressure"
-topic = "{prefix}/pressure"
-[alignment]
-freshness_ms = 5000
-max_age_ms = 60000
-future_tolerance_ms = 2000
-max_skew_ms = 0
-silence_ms = 2000
-[detector]
-training_frames = 20
-calibration_frames = 20
-false_alarm_rate = 0.05
-"#
-    )
+    MonitorFile::new(name)
+        .readings_under(prefix, &["flow", "pressure"])
+        .silence_ms(2000)
+        .to_toml()
 }
 
 /// The `no_data` gaps of the monitor's snapshot: whether each is closed.
-fn no_data_gaps(db: &common::TestDb, id: &str) -> Vec<bool> {
+fn no_data_gaps(db: &db::TestDb, id: &str) -> Vec<bool> {
     let out = radar(db)
         .args(["snapshot", "inspect", id, "--json"])
         .output()
@@ -50,7 +35,7 @@ fn no_data_gaps(db: &common::TestDb, id: &str) -> Vec<bool> {
         .collect()
 }
 
-fn status_state(db: &common::TestDb, id: &str) -> Option<String> {
+fn status_state(db: &db::TestDb, id: &str) -> Option<String> {
     let out = radar(db).args(["status", "--json"]).output().ok()?;
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
     rows.as_array()?
@@ -61,16 +46,16 @@ fn status_state(db: &common::TestDb, id: &str) -> Option<String> {
 
 #[tokio::test]
 async fn a_required_reading_that_goes_silent_is_no_data_until_frames_form_again() {
-    let db = common::migrated_database("telemetry_no_data").await;
+    let db = db::migrated_database("telemetry_no_data").await;
     let dir = tempfile::tempdir().unwrap();
-    let prefix = common::unique_name("nodata");
+    let prefix = db::unique_name("nodata");
     let id = create_monitor_from(
         &db,
         dir.path(),
         "m",
         &monitor_toml("silent-pressure", &prefix),
     );
-    let broker = Broker::start();
+    let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
 
     // One frame first: before any frame the startup gap already covers the
@@ -108,15 +93,14 @@ async fn a_required_reading_that_goes_silent_is_no_data_until_frames_form_again(
     // The age of each reading's newest accepted observation is a metric.
     let age = |reading: &str| {
         let labels = [("monitor_id", id.as_str()), ("reading", reading)];
-        telemetry_common::sample(&worker.metrics(), "radar_reading_age_seconds", &labels)
+        radar_testkit::exposition::sample(&worker.metrics(), "radar_reading_age_seconds", &labels)
     };
     // Both readings have an age; the silent one is past the silence limit.
-    wait_for(
-        Duration::from_secs(20),
+    poll::within(Duration::from_secs(20)).blocking(
         "the pressure reading's age passes the silence limit",
-        || {
-            let (pressure, _flow) = (age("pressure")?, age("flow")?);
-            (pressure >= 2.0).then_some(())
+        || match (age("pressure"), age("flow")) {
+            (Some(pressure), Some(_)) if pressure >= 2.0 => Ok(()),
+            ages => Err(format!("ages (pressure, flow) {ages:?}")),
         },
     );
     wait_for(

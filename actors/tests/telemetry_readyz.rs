@@ -1,19 +1,19 @@
 //! `/readyz` follows the broker: not ready (503, naming the monitor) while
 //! it is down, ready again once the worker has reconnected.
 
-mod telemetry_common;
-
 use std::time::Duration;
 
-use telemetry_common::{Broker, Worker, common, create_monitor, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, telemetry::create_monitor, telemetry::wait_for, worker::Worker,
+};
 
 #[tokio::test]
 async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect() {
-    let db = common::migrated_database("telemetry_readyz").await;
+    let db = db::migrated_database("telemetry_readyz").await;
     let dir = tempfile::tempdir().unwrap();
-    let topic = format!("{}/a", common::unique_name("readyz"));
+    let topic = format!("{}/a", db::unique_name("readyz"));
     let id = create_monitor(&db, dir.path(), "ready-probe", &topic);
-    let mut broker = Broker::start();
+    let mut broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
 
     let body = wait_for(Duration::from_secs(30), "/readyz answers 200", || {
@@ -26,7 +26,7 @@ async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect(
     assert_eq!(json["ready"], true, "{body}");
     assert_eq!(json["monitors"], 1, "{body}");
 
-    broker.kill();
+    broker.kill().expect("kill mosquitto");
     let body = wait_for(Duration::from_secs(30), "/readyz answers 503", || {
         worker
             .get("/readyz")
@@ -43,7 +43,7 @@ async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect(
     // Liveness is not readiness: the process still answers.
     assert_eq!(worker.get("/healthz").map(|(c, _)| c), Some(200));
 
-    broker.restart();
+    broker.restart_blocking().expect("restart mosquitto");
     let body = wait_for(
         Duration::from_secs(30),
         "/readyz answers 200 after reconnect",
@@ -63,7 +63,7 @@ async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect(
     let text = worker.metrics();
     let me = [("monitor_id", id.as_str())];
     assert!(
-        telemetry_common::sample(&text, "radar_mqtt_reconnect_attempts_total", &me)
+        radar_testkit::exposition::sample(&text, "radar_mqtt_reconnect_attempts_total", &me)
             .is_some_and(|n| n >= 1.0),
         "the reconnect is counted:\n{text}"
     );

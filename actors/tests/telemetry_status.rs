@@ -3,14 +3,15 @@
 //! locked by another transaction: `checkpoint_stalled`), and one refused at
 //! startup because its snapshot was tampered with (`startup_failed`).
 
-mod telemetry_common;
-
 use std::time::Duration;
 
 use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
-use telemetry_common::{Broker, Worker, common, create_monitor, now_ms, radar, sample, wait_for};
+use radar_testkit::{
+    broker::Mosquitto, db, exposition::sample, telemetry::create_monitor, telemetry::now_ms,
+    telemetry::radar, telemetry::wait_for, worker::Worker,
+};
 
-fn status(db: &common::TestDb) -> Vec<serde_json::Value> {
+fn status(db: &db::TestDb) -> Vec<serde_json::Value> {
     let out = radar(db).args(["status", "--json"]).output().unwrap();
     assert!(
         out.status.success(),
@@ -28,9 +29,9 @@ fn row<'a>(rows: &'a [serde_json::Value], id: &str) -> &'a serde_json::Value {
 
 #[tokio::test]
 async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_monitor() {
-    let db = common::migrated_database("telemetry_status").await;
+    let db = db::migrated_database("telemetry_status").await;
     let dir = tempfile::tempdir().unwrap();
-    let prefix = common::unique_name("status");
+    let prefix = db::unique_name("status");
     let (topic_a, topic_b, topic_c) = (
         format!("{prefix}/a"),
         format!("{prefix}/b"),
@@ -39,8 +40,8 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
     let healthy = create_monitor(&db, dir.path(), "healthy", &topic_a);
     let stalled = create_monitor(&db, dir.path(), "stalled", &topic_b);
     let broken = create_monitor(&db, dir.path(), "broken", &topic_c);
-    let broker = Broker::start();
-    let mut conn = common::connect(&db).await;
+    let broker = Mosquitto::start_anonymous();
+    let mut conn = db::connect(&db).await;
 
     // The failed startup: a first run writes a snapshot, then one payload
     // bit is flipped, so the next start must refuse it.
@@ -88,7 +89,7 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
     });
 
     // Another connection holds the stalled monitor's snapshot row.
-    let mut locker = common::connect(&db).await;
+    let mut locker = db::connect(&db).await;
     locker
         .batch_execute(&format!(
             "BEGIN; SELECT 1 FROM radar_runtime_checkpoints \

@@ -1,14 +1,10 @@
 //! Which monitors a `radar worker` runs: its shard of the non-retired ones,
 //! picked up and dropped while it runs, without a restart.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::{collections::HashMap, time::Duration};
 
 use radar::config::Shard;
-use worker_common::*;
+use radar_testkit::prelude::*;
 
 /// Two supervisor polls (every 5 s) plus a heartbeat and a CLI round trip.
 const PICKUP: Duration = Duration::from_secs(20);
@@ -58,28 +54,26 @@ async fn monitors_created_and_retired_while_the_worker_runs_are_started_and_stop
     })
     .await;
     assert!(worker.running());
-    let deadline = std::time::Instant::now() + PICKUP;
-    loop {
-        let rows: serde_json::Value =
-            serde_json::from_slice(&h.radar(&["status", "--json", "--all"]).stdout).unwrap();
-        let row = rows
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["monitor_id"] == late.to_string())
-            .cloned();
-        if row
-            .as_ref()
-            .is_some_and(|r| state(r) == "stopped" && r["retired"] == true)
-        {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the retired monitor's status: {row:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    poll::within(PICKUP)
+        .every(Duration::from_millis(200))
+        .value(
+            "the retired monitor shows stopped and retired",
+            || {
+                let rows: serde_json::Value =
+                    serde_json::from_slice(&h.radar(&["status", "--json", "--all"]).stdout)
+                        .unwrap();
+                rows.as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["monitor_id"] == late.to_string())
+                    .cloned()
+            },
+            |row| {
+                row.as_ref()
+                    .is_some_and(|r| state(r) == "stopped" && r["retired"] == true)
+            },
+        )
+        .await;
     worker.signal("TERM");
     assert!(
         worker.wait_exit(Duration::from_secs(30)).await.success(),
@@ -108,8 +102,7 @@ async fn two_sharded_workers_split_the_monitors_by_id() {
             )
         })
         .collect();
-    let deadline = std::time::Instant::now() + PICKUP;
-    loop {
+    let placed_on_their_shard = || {
         let status = h.status();
         let placed = status
             .iter()
@@ -135,15 +128,14 @@ async fn two_sharded_workers_split_the_monitors_by_id() {
             misplaced.is_empty(),
             "a monitor runs outside its shard: {misplaced:#?}"
         );
-        if placed == monitors.len() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "only {placed} of 20 monitors run on their shard"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        poll::check(placed == monitors.len(), || {
+            format!("{placed} of 20 placed")
+        })
+    };
+    poll::within(PICKUP)
+        .every(Duration::from_millis(200))
+        .wait("every monitor runs on its shard", placed_on_their_shard)
+        .await;
     let on_one = expected.values().filter(|w| **w == "w-shard-1").count();
     assert!(
         on_one > 0 && on_one < monitors.len(),

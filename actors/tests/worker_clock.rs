@@ -4,13 +4,9 @@
 //! `radar status` measures its heartbeat's age on the database's clock, so
 //! the heartbeat ages (and turns stale) once the worker is gone.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::Duration;
 
-use worker_common::*;
+use radar_testkit::prelude::*;
 
 const START: Duration = Duration::from_secs(30);
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
@@ -25,7 +21,7 @@ fn libfaketime() -> &'static str {
 
 async fn wait_clock_skew(worker: &Worker) {
     wait_until(START, "/readyz names the clock", || {
-        common::http_get(worker.metrics_port, "/readyz")
+        radar_testkit::http::http_get(worker.metrics_port, "/readyz")
             .is_some_and(|(code, body)| code == 503 && body.contains("clock_skew"))
     })
     .await
@@ -54,7 +50,7 @@ async fn a_worker_started_two_hours_ahead_reports_not_ready_and_starts_no_monito
     wait_clock_skew(&worker).await;
     // A few clock checks later it still has not touched the monitor.
     wait_until(START, "/metrics answers", || {
-        common::http_get(worker.metrics_port, "/metrics").is_some()
+        radar_testkit::http::http_get(worker.metrics_port, "/metrics").is_some()
     })
     .await
     .unwrap();

@@ -3,16 +3,12 @@
 //! waits, evidence batches that cannot commit, and a worker with database
 //! writes disabled in front of a committed snapshot.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::Duration;
 
 use diesel::sql_types::{BigInt, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use radar_testkit::prelude::*;
 use uuid::Uuid;
-use worker_common::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -204,20 +200,17 @@ async fn failed_evidence_batches_stall_the_model_and_their_results_commit_once_t
     let shifted = publisher.frames(&prefix, 6).await;
     publisher.shift = 0.0;
     publisher.flush(START).await;
-    let deadline = std::time::Instant::now() + START;
-    let stalled = loop {
-        let row = h.status_of(id);
-        if state(&row) == "checkpoint_stalled" {
-            break row;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "failing evidence batches never stalled the model; last: {row:#}\n{}",
-            worker.log()
-        );
-        publisher.frames(&prefix, 1).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let stalled = poll::within(START)
+        .every(Duration::from_millis(200))
+        .wait_async("failing evidence batches stall the model", async || {
+            let row = h.status_of(id);
+            if state(&row) == "checkpoint_stalled" {
+                return Ok(row);
+            }
+            publisher.frames(&prefix, 1).await;
+            Err(format!("status {row:#}\nlog:\n{}", worker.log()))
+        })
+        .await;
     assert!(
         processed(&stalled) >= 51,
         "the flagged frames were scored before the stall: {stalled:#}"
@@ -227,15 +220,14 @@ async fn failed_evidence_batches_stall_the_model_and_their_results_commit_once_t
     sql(&mut blocker, "ROLLBACK").await;
     h.wait_status(id, START, "running again", |s| state(s) == "running")
         .await;
-    let deadline = std::time::Instant::now() + START;
-    while evidence_since(&mut conn, id, shifted[0]).await < shifted.len() as i64 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the evidence kept during the stall never committed; log:\n{}",
-            worker.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll::within(START)
+        .wait_async("the evidence kept during the stall commits", async || {
+            let n = evidence_since(&mut conn, id, shifted[0]).await;
+            poll::check(n >= shifted.len() as i64, || {
+                format!("{n} rows; log:\n{}", worker.log())
+            })
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,7 +256,8 @@ async fn a_worker_with_database_writes_disabled_ignores_a_committed_snapshot_and
     let me = [("monitor_id", id.to_string())];
     let me: Vec<(&str, &str)> = me.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let metric = |name: &str| {
-        common::http_get(port, "/metrics").and_then(|(_, text)| common::sample(&text, name, &me))
+        radar_testkit::http::http_get(port, "/metrics")
+            .and_then(|(_, text)| radar_testkit::exposition::sample(&text, name, &me))
     };
     wait_until(START, "the fresh monitor is connected", || {
         metric("radar_mqtt_connected") == Some(1.0)
@@ -278,9 +271,11 @@ async fn a_worker_with_database_writes_disabled_ignores_a_committed_snapshot_and
     })
     .await
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", fresh.log()));
-    let text = common::http_get(port, "/metrics").expect("metrics").1;
+    let text = radar_testkit::http::http_get(port, "/metrics")
+        .expect("metrics")
+        .1;
     assert_eq!(
-        common::sample(
+        radar_testkit::exposition::sample(
             &text,
             "radar_detector_phase",
             &[&me[..], &[("phase", "training")]].concat()

@@ -5,17 +5,13 @@
 //! `fault-injection` build) holds it up long enough to kill the worker
 //! inside it.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::Duration;
 
-use worker_common::*;
+use radar_testkit::prelude::*;
 
 const START: Duration = Duration::from_secs(60);
 
-/// Training plus calibration frames of `common::monitor_toml`.
+/// Training plus calibration frames of `radar_testkit::monitor::two_readings`.
 const FIT_FRAMES: u64 = WARMUP_FRAMES;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,15 +2,11 @@
 //! fleet-wide authoring switch is enabled only while every live worker
 //! supports graph runs: through the binary against real PostgreSQL.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::Duration;
 
 use diesel_async::RunQueryDsl;
+use radar_testkit::prelude::*;
 use serde_json::Value;
-use worker_common::*;
 
 fn authoring_status(h: &Harness) -> Value {
     let out = h.radar(&["graph", "authoring", "status", "--json"]);

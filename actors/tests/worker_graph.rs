@@ -7,21 +7,15 @@
 //! generation, and a failure while a run is stopping that leaves its
 //! successor alone.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-#[path = "../../tests/graph_support/mod.rs"]
-mod graph_support;
-mod worker_common;
-
 use std::time::Duration;
 
-use common::postgres::PrivatePostgres;
 use diesel::sql_types::{Bytea, Jsonb, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use graph_support::{node_mut, small_graph, snapshot_row};
+use radar_testkit::graph::{node_mut, small_graph, snapshot_row};
+use radar_testkit::postgres::PrivatePostgres;
+use radar_testkit::prelude::*;
 use serde_json::Value;
 use uuid::Uuid;
-use worker_common::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -44,7 +38,7 @@ async fn rebind(
     revision: i32,
     hash: &str,
 ) {
-    let pool = radar::store::connect(&h.db.url, 1, common::STATEMENT_TIMEOUT)
+    let pool = radar::store::connect(&h.db.url, 1, db::STATEMENT_TIMEOUT)
         .await
         .expect("pool");
     let row = radar::store::Services::new(pool)
@@ -73,7 +67,7 @@ fn run_status(inspection: &Value) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graph_run_restores_across_a_layout_only_revision_and_refuses_a_semantic_one() {
     let h = Harness::new("worker_graph_layout").await;
-    let prefix = broker::unique_prefix();
+    let prefix = unique_prefix();
     let graph = small_graph("wg-layout", &prefix, None);
     let first = field(&h.publish_graph(&graph), "semantics hash");
     let ids = h.activate("wg-layout", 1);
@@ -174,7 +168,7 @@ async fn a_graph_run_restores_across_a_layout_only_revision_and_refuses_a_semant
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn re_activating_an_earlier_revision_starts_a_fresh_run_and_a_stopped_run_ends_stopped() {
     let h = Harness::new("worker_graph_again").await;
-    let prefix = broker::unique_prefix();
+    let prefix = unique_prefix();
     let graph = small_graph("wg-again", &prefix, None);
     h.publish_graph(&graph);
     let first = h.activate("wg-again", 1);
@@ -246,7 +240,7 @@ async fn re_activating_an_earlier_revision_starts_a_fresh_run_and_a_stopped_run_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uncertain_node_failure_quarantines_the_run_and_its_snapshot_stays_byte_for_byte() {
     let h = Harness::new("worker_graph_fail").await;
-    let prefix = broker::unique_prefix();
+    let prefix = unique_prefix();
     h.publish_graph(&small_graph("wg-fail", &prefix, Some((30, "uncertain"))));
     let ids = h.activate("wg-fail", 1);
     let mut first = h.spawn_worker("w-fail-1", &[], &[]);
@@ -336,7 +330,7 @@ async fn an_uncertain_node_failure_quarantines_the_run_and_its_snapshot_stays_by
 async fn a_quarantined_worker_retries_the_failure_record_until_postgresql_is_back() {
     let mut pg = PrivatePostgres::start().expect("a private PostgreSQL cluster");
     let h = Harness::on_server(&pg.url(), "worker_graph_pgdown").await;
-    let prefix = broker::unique_prefix();
+    let prefix = unique_prefix();
     h.publish_graph(&small_graph("wg-pgdown", &prefix, Some((30, "uncertain"))));
     let ids = h.activate("wg-pgdown", 1);
     let mut worker = h.spawn_worker("w-pgdown", &[], &[]);
@@ -365,13 +359,14 @@ async fn a_quarantined_worker_retries_the_failure_record_until_postgresql_is_bac
     .await
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", worker.log()));
     // While the database is away the worker's own telemetry says so.
-    let (_, metrics) = common::http_get(worker.metrics_port, "/metrics").expect("metrics");
+    let (_, metrics) =
+        radar_testkit::http::http_get(worker.metrics_port, "/metrics").expect("metrics");
     assert_eq!(
-        common::sample(&metrics, "radar_quarantined", &[]),
+        radar_testkit::exposition::sample(&metrics, "radar_quarantined", &[]),
         Some(1.0),
         "{metrics}"
     );
-    let (code, _) = common::http_get(worker.metrics_port, "/readyz").expect("readyz");
+    let (code, _) = radar_testkit::http::http_get(worker.metrics_port, "/readyz").expect("readyz");
     assert_eq!(code, 503);
     assert!(worker.running(), "the quarantined worker keeps retrying");
 
@@ -405,7 +400,7 @@ async fn a_quarantined_worker_retries_the_failure_record_while_postgresql_hangs_
  {
     let mut pg = PrivatePostgres::start().expect("a private PostgreSQL cluster");
     let h = Harness::on_server(&pg.url(), "worker_graph_pghung").await;
-    let prefix = broker::unique_prefix();
+    let prefix = unique_prefix();
     h.publish_graph(&small_graph("wg-pghung", &prefix, Some((30, "uncertain"))));
     let ids = h.activate("wg-pghung", 1);
     // Each attempt of the failure record is bounded by this timeout.
@@ -464,7 +459,7 @@ async fn a_quarantined_worker_retries_the_failure_record_while_postgresql_hangs_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_while_the_run_is_stopping_is_recorded_for_that_run_and_spares_its_successor() {
     let h = Harness::new("worker_graph_stopping").await;
-    let prefix = broker::unique_prefix();
+    let prefix = unique_prefix();
     h.publish_graph(&small_graph(
         "wg-stopping",
         &prefix,

@@ -3,14 +3,10 @@
 //! consecutive ticks interleave across topics. Every frame still forms
 //! (values that share a source time belong together), none is superseded.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::Duration;
 
+use radar_testkit::prelude::*;
 use tokio::time::{Instant, sleep_until};
-use worker_common::*;
 
 const READINGS: [&str; 5] = ["a", "b", "c", "d", "e"];
 const FRAMES: i64 = 200;

@@ -3,17 +3,11 @@
 //! own monitor, its stall is reported, and a graceful stop waits for the
 //! operation before the last snapshot.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-#[path = "../../tests/graph_support/mod.rs"]
-mod graph_support;
-mod worker_common;
-
 use std::time::Duration;
 
-use graph_support::{node_mut, small_graph};
+use radar_testkit::graph::{node_mut, small_graph};
+use radar_testkit::prelude::*;
 use serde_json::Value;
-use worker_common::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -28,7 +22,7 @@ fn slow_graph(name: &str, prefix: &str, updates: u64, slow_ms: u64) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_model_delays_only_its_own_monitor_and_its_stall_is_reported() {
     let h = Harness::new("worker_model_slow").await;
-    let slow_prefix = broker::unique_prefix();
+    let slow_prefix = unique_prefix();
     h.publish_graph(&slow_graph("wm-slow", &slow_prefix, 25, 25_000));
     let slow = h.activate("wm-slow", 1);
     // More monitors than this machine has cores: with a shared pool of
@@ -36,7 +30,7 @@ async fn a_blocked_model_delays_only_its_own_monitor_and_its_stall_is_reported()
     let others = std::thread::available_parallelism().map_or(2, usize::from);
     let mut normal = Vec::new();
     for i in 0..others {
-        let prefix = broker::unique_prefix();
+        let prefix = unique_prefix();
         let name = format!("wm-normal-{i}");
         h.publish_graph(&small_graph(&name, &prefix, None));
         normal.push((h.activate(&name, 1).service, prefix));
@@ -86,7 +80,7 @@ async fn a_blocked_model_delays_only_its_own_monitor_and_its_stall_is_reported()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_blocked_model_operation_waits_for_it_before_the_last_snapshot() {
     let h = Harness::new("worker_model_sigterm").await;
-    let prefix = broker::unique_prefix();
+    let prefix = unique_prefix();
     h.publish_graph(&slow_graph("wm-term", &prefix, 25, 3_000));
     let ids = h.activate("wm-term", 1);
     let mut worker = h.spawn_worker("w-term", &[("RADAR_CHECKPOINT_TIMEOUT_SECONDS", "10")], &[]);

@@ -3,14 +3,10 @@
 //! started while the database is down waits, not ready, and starts its
 //! monitors once it answers.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::{Duration, Instant};
 
-use common::postgres::PrivatePostgres;
-use worker_common::*;
+use radar_testkit::postgres::PrivatePostgres;
+use radar_testkit::prelude::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -88,13 +84,15 @@ async fn a_worker_started_while_the_database_is_down_waits_not_ready_and_starts_
         )
         .await;
     let readyz = wait_until(START, "/readyz answers 503", || {
-        common::http_get(worker.metrics_port, "/readyz").is_some_and(|(code, _)| code == 503)
+        radar_testkit::http::http_get(worker.metrics_port, "/readyz")
+            .is_some_and(|(code, _)| code == 503)
     })
     .await;
     readyz.unwrap_or_else(|e| panic!("{e}; log:\n{}", worker.log()));
-    let (_, body) = common::http_get(worker.metrics_port, "/readyz").expect("readyz");
+    let (_, body) = radar_testkit::http::http_get(worker.metrics_port, "/readyz").expect("readyz");
     assert!(body.contains("database_unavailable"), "{body}");
-    let (code, _) = common::http_get(worker.metrics_port, "/healthz").expect("healthz");
+    let (code, _) =
+        radar_testkit::http::http_get(worker.metrics_port, "/healthz").expect("healthz");
     assert_eq!(code, 200, "the process is alive, only not ready");
     // Still waiting a few retries later.
     wait_until(START, "a second attempt", || {
@@ -122,7 +120,8 @@ async fn a_worker_started_while_the_database_is_down_waits_not_ready_and_starts_
     })
     .await;
     wait_until(START, "/readyz answers 200", || {
-        common::http_get(worker.metrics_port, "/readyz").is_some_and(|(code, _)| code == 200)
+        radar_testkit::http::http_get(worker.metrics_port, "/readyz")
+            .is_some_and(|(code, _)| code == 200)
     })
     .await
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", worker.log()));

@@ -2,14 +2,10 @@
 //! from the last committed snapshot, a graceful stop commits every processed
 //! frame, and a corrupted snapshot fails only its own monitor.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::{Duration, Instant};
 
 use diesel_async::RunQueryDsl;
-use worker_common::*;
+use radar_testkit::prelude::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -330,23 +326,18 @@ async fn results_flushed_after_the_last_snapshot_survive_a_kill_and_new_alarms_d
     publisher.shift = 0.0;
     publisher.flush(START).await;
     let mut conn = h.connect().await;
-    let deadline = Instant::now() + START;
-    loop {
-        let alarms: Vec<AlarmRow> =
-            diesel::sql_query("SELECT alarm_seq, opened_at, closed_at FROM radar_alarms")
-                .load(&mut conn)
-                .await
-                .unwrap();
-        if !alarms.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no alarm was flushed; log:\n{}",
-            worker.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll::within(START)
+        .wait_async("an alarm is flushed", async || {
+            let alarms: Vec<AlarmRow> =
+                diesel::sql_query("SELECT alarm_seq, opened_at, closed_at FROM radar_alarms")
+                    .load(&mut conn)
+                    .await
+                    .unwrap();
+            poll::check(!alarms.is_empty(), || {
+                format!("no alarm; log:\n{}", worker.log())
+            })
+        })
+        .await;
     let snapshot = snapshot_row(&mut conn, id).await.unwrap();
     assert!(
         (snapshot.processed_count as u64) < WARMUP_FRAMES + 6,
@@ -365,24 +356,22 @@ async fn results_flushed_after_the_last_snapshot_survive_a_kill_and_new_alarms_d
     let second_episode = publisher.frames(&prefix, 6).await;
     publisher.shift = 0.0;
     publisher.flush(START).await;
-    let deadline = Instant::now() + START;
-    let evidence = loop {
-        let evidence: Vec<EvidenceRow> = diesel::sql_query(
-            "SELECT frame_seq, frame_ts, alarm_seq FROM radar_evidence ORDER BY frame_ts",
-        )
-        .load(&mut conn)
-        .await
-        .unwrap();
-        let newest = chrono::DateTime::from_timestamp_millis(second_episode[5]).unwrap();
-        if evidence.iter().any(|e| e.frame_ts == newest) {
-            break evidence;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the second episode's evidence never landed: {evidence:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let newest = chrono::DateTime::from_timestamp_millis(second_episode[5]).unwrap();
+    let evidence = poll::within(START)
+        .wait_async("the second episode's evidence lands", async || {
+            let evidence: Vec<EvidenceRow> = diesel::sql_query(
+                "SELECT frame_seq, frame_ts, alarm_seq FROM radar_evidence ORDER BY frame_ts",
+            )
+            .load(&mut conn)
+            .await
+            .unwrap();
+            if evidence.iter().any(|e| e.frame_ts == newest) {
+                Ok(evidence)
+            } else {
+                Err(evidence)
+            }
+        })
+        .await;
     let alarms: Vec<AlarmRow> = diesel::sql_query(
         "SELECT alarm_seq, opened_at, closed_at FROM radar_alarms ORDER BY alarm_seq",
     )

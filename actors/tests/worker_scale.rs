@@ -1,17 +1,13 @@
 //! 200 monitors in one `radar worker` process stay healthy while each
 //! receives data.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::{
     collections::HashMap,
     time::{Duration, Instant},
 };
 
 use diesel_async::RunQueryDsl;
-use worker_common::*;
+use radar_testkit::prelude::*;
 
 const MONITORS: usize = 200;
 
@@ -77,29 +73,27 @@ async fn two_hundred_monitors_in_one_process_all_run_and_process_data() {
     // Still healthy a few heartbeats later, with data still flowing.
     let processed_then: HashMap<String, u64> =
         last.iter().map(|(k, (_, n))| (k.clone(), *n)).collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        for (_, prefix) in &monitors {
-            publisher.frames(prefix, 1).await;
-        }
-        publisher.flush(Duration::from_secs(60)).await;
-        let now: Vec<_> = h.status();
-        let advanced = now
-            .iter()
-            .filter(|s| {
-                let id = s["monitor_id"].as_str().unwrap_or("");
-                state(s) == "running" && processed(s) > processed_then.get(id).copied().unwrap_or(0)
+    poll::within(Duration::from_secs(60))
+        .every(Duration::from_millis(500))
+        .wait_async("every monitor keeps running and advancing", async || {
+            for (_, prefix) in &monitors {
+                publisher.frames(prefix, 1).await;
+            }
+            publisher.flush(Duration::from_secs(60)).await;
+            let now: Vec<_> = h.status();
+            let advanced = now
+                .iter()
+                .filter(|s| {
+                    let id = s["monitor_id"].as_str().unwrap_or("");
+                    state(s) == "running"
+                        && processed(s) > processed_then.get(id).copied().unwrap_or(0)
+                })
+                .count();
+            poll::check(advanced == MONITORS, || {
+                format!("only {advanced} of {MONITORS} monitors running and advancing")
             })
-            .count();
-        if advanced == MONITORS {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "only {advanced} of {MONITORS} monitors kept running and advancing"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        })
+        .await;
     eprintln!(
         "{MONITORS} monitors still running and advancing; RSS {} MiB",
         worker.rss_kib() / 1024

@@ -3,15 +3,11 @@
 //! stops advancing while data keeps flowing, nothing committed is lost, and
 //! once the row is free it resumes and reports a `checkpoint_stall` gap.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::{Duration, Instant};
 
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use radar_testkit::prelude::*;
 use uuid::Uuid;
-use worker_common::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -75,46 +71,43 @@ async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
     let committed = snapshot_row(&mut conn, id).await.expect("snapshot");
 
     // Data keeps flowing while checkpoints cannot commit.
-    let mut stalled = None;
-    let deadline = Instant::now() + START;
-    while stalled.is_none() {
-        publisher.frames(&prefix, 2).await;
-        let row = h.status_of(id);
-        assert!(
-            Instant::now() < deadline,
-            "never checkpoint_stalled; last: {row:#}\n{}",
-            worker.log()
-        );
-        if state(&row) == "checkpoint_stalled" {
-            stalled = Some(row);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let stalled = stalled.unwrap();
+    let stalled = poll::within(START)
+        .wait_async("the monitor is checkpoint_stalled", async || {
+            publisher.frames(&prefix, 2).await;
+            let row = h.status_of(id);
+            if state(&row) == "checkpoint_stalled" {
+                Ok(row)
+            } else {
+                Err(format!("status {row:#}\nlog:\n{}", worker.log()))
+            }
+        })
+        .await;
     eprintln!("checkpoint_stalled after {:?} of lock", locked_at.elapsed());
     let frozen = processed(&stalled);
     // Two more heartbeats, with frames published in between: the count stays.
     let beat = stalled["heartbeat_at"].clone();
     let mut beats = 0;
     let mut last_beat = beat;
-    let deadline = Instant::now() + START;
-    while beats < 2 {
-        publisher.frames(&prefix, 5).await;
-        publisher.flush(START).await;
-        let row = h.status_of(id);
-        if row["heartbeat_at"] != last_beat {
-            beats += 1;
-            last_beat = row["heartbeat_at"].clone();
-            assert_eq!(state(&row), "checkpoint_stalled", "{row:#}");
-            assert_eq!(
-                processed(&row),
-                frozen,
-                "the model must not advance while stalled: {row:#}"
-            );
-        }
-        assert!(Instant::now() < deadline, "no heartbeats while stalled");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll::within(START)
+        .wait_async("two heartbeats while stalled", async || {
+            publisher.frames(&prefix, 5).await;
+            publisher.flush(START).await;
+            let row = h.status_of(id);
+            if row["heartbeat_at"] != last_beat {
+                beats += 1;
+                last_beat = row["heartbeat_at"].clone();
+                assert_eq!(state(&row), "checkpoint_stalled", "{row:#}");
+                assert_eq!(
+                    processed(&row),
+                    frozen,
+                    "the model must not advance while stalled: {row:#}"
+                );
+            }
+            poll::check(beats >= 2, || {
+                format!("{beats} heartbeats; last status {row:#}")
+            })
+        })
+        .await;
     let gaps_now = gaps(&stalled["coverage"]);
     assert!(
         gaps_now.contains(&("checkpoint_stall".to_string(), false)),
@@ -225,30 +218,29 @@ async fn an_idle_monitor_is_not_reported_as_checkpoint_stalled() {
     // checkpoint, so nothing is stalled.
     let quiet_until = committed.committed_at + chrono::TimeDelta::seconds(8);
     let mut seen = Vec::new();
-    let deadline = Instant::now() + START;
-    loop {
-        let row = h.status_of(id);
-        seen.push(state(&row).to_string());
-        let beat: Option<chrono::DateTime<chrono::Utc>> =
-            row["heartbeat_at"].as_str().and_then(|s| s.parse().ok());
-        if beat.is_some_and(|b| b > quiet_until) {
-            let stalls: Vec<_> = gaps(&row["coverage"])
-                .into_iter()
-                .filter(|(c, _)| c == "checkpoint_stall")
-                .collect();
-            assert!(
-                !seen.iter().any(|s| s == "checkpoint_stalled") && stalls.is_empty(),
-                "an idle monitor was reported stalled: states {seen:?}, stall gaps {stalls:?}; log:\n{}",
-                worker.log()
-            );
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no heartbeat after the quiet period"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let row = poll::within(START)
+        .every(Duration::from_millis(200))
+        .wait("a heartbeat after the quiet period", || {
+            let row = h.status_of(id);
+            seen.push(state(&row).to_string());
+            let beat: Option<chrono::DateTime<chrono::Utc>> =
+                row["heartbeat_at"].as_str().and_then(|s| s.parse().ok());
+            if beat.is_some_and(|b| b > quiet_until) {
+                Ok(row)
+            } else {
+                Err(row)
+            }
+        })
+        .await;
+    let stalls: Vec<_> = gaps(&row["coverage"])
+        .into_iter()
+        .filter(|(c, _)| c == "checkpoint_stall")
+        .collect();
+    assert!(
+        !seen.iter().any(|s| s == "checkpoint_stalled") && stalls.is_empty(),
+        "an idle monitor was reported stalled: states {seen:?}, stall gaps {stalls:?}; log:\n{}",
+        worker.log()
+    );
     // The first frame after the quiet period is processed, not dropped.
     publisher.frames(&prefix, 1).await;
     publisher.flush(START).await;

@@ -3,13 +3,9 @@
 //! loss and stops, and none of its writes lands after the second's first
 //! commit (an audit trigger orders every write to the result tables).
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::{collections::HashSet, time::Duration};
 
-use worker_common::*;
+use radar_testkit::prelude::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -20,54 +16,21 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
     install_write_audit(&mut conn).await;
     let (id, prefix) = h.create_monitor("takeover");
     let mut first = h.spawn_worker("w-first", &[], &[]);
-    h.wait_status(id, START, "the first worker runs the monitor", |s| {
-        state(s) == "running"
-    })
-    .await;
-
     let mut publisher = Publisher::connect(h.broker.port).await;
-    publisher.frames(&prefix, 60).await;
-    publisher.shift = 50.0;
-    publisher.frames(&prefix, 8).await;
-    publisher.shift = 0.0;
-    publisher.flush(START).await;
-    h.wait_status(id, START, "the first worker processed 68 frames", |s| {
-        processed(s) == 68
-    })
+    the_first_worker_commits_68_frames_and_their_evidence(
+        &h,
+        &mut conn,
+        &mut publisher,
+        id,
+        &prefix,
+    )
     .await;
-    wait_snapshot(&mut conn, id, START, "68 frames committed", |r| {
-        r.processed_count == 68
-    })
-    .await;
-    let before = audit(&mut conn).await;
-    assert!(
-        before.iter().any(|a| a.tbl == "radar_evidence"),
-        "the shifted frames produced evidence written by the first worker: {before:#?}"
-    );
 
     // The second worker starts while the first runs (and stays subscribed).
     let second = h.spawn_worker("w-second", &[], &[]);
-    let deadline = std::time::Instant::now() + START;
-    let takeover = loop {
-        let rows = audit(&mut conn).await;
-        if let Some(row) = rows
-            .iter()
-            .find(|a| a.writer_id.as_deref() == Some("w-second"))
-        {
-            break row.clone();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the second worker never committed; log:\n{}",
-            second.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(
-        takeover.processed_count,
-        Some(68),
-        "the second worker continues from the first's last committed state"
-    );
+    let takeover =
+        the_second_worker_commits_from_the_first_ones_last_snapshot(&mut conn, &second).await;
+    the_second_worker_is_subscribed(&h, id).await;
 
     // The takeover commit comes before subscribing: frames published before
     // the second worker subscribed never reach it (the live stream is not
@@ -83,7 +46,86 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
     publisher.shift = 0.0;
     publisher.frames(&prefix, 12).await;
     publisher.flush(START).await;
+    the_first_worker_ends_the_monitor_on_the_ownership_loss(&first).await;
+    the_second_worker_processes_and_commits_every_frame(&h, &mut conn, id).await;
 
+    no_write_after_the_takeover_carries_the_first_workers_token(&mut conn, &takeover).await;
+    assert!(
+        first.running(),
+        "the first process keeps running without the monitor"
+    );
+}
+
+async fn the_first_worker_commits_68_frames_and_their_evidence(
+    h: &Harness,
+    conn: &mut diesel_async::AsyncPgConnection,
+    publisher: &mut Publisher,
+    id: uuid::Uuid,
+    prefix: &str,
+) {
+    h.wait_status(id, START, "the first worker runs the monitor", |s| {
+        state(s) == "running"
+    })
+    .await;
+    publisher.frames(prefix, 60).await;
+    publisher.shift = 50.0;
+    publisher.frames(prefix, 8).await;
+    publisher.shift = 0.0;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "the first worker processed 68 frames", |s| {
+        processed(s) == 68
+    })
+    .await;
+    wait_snapshot(conn, id, START, "68 frames committed", |r| {
+        r.processed_count == 68
+    })
+    .await;
+    let before = audit(conn).await;
+    assert!(
+        before.iter().any(|a| a.tbl == "evidence"),
+        "the shifted frames produced evidence written by the first worker: {before:#?}"
+    );
+}
+
+/// The second worker's first audited commit.
+async fn the_second_worker_commits_from_the_first_ones_last_snapshot(
+    conn: &mut diesel_async::AsyncPgConnection,
+    second: &Worker,
+) -> AuditRow {
+    let takeover = poll::within(START)
+        .every(Duration::from_millis(50))
+        .wait_async("the second worker commits", async || {
+            let rows = audit(conn).await;
+            match rows
+                .iter()
+                .find(|a| a.writer_id.as_deref() == Some("w-second"))
+            {
+                Some(row) => Ok(row.clone()),
+                None => Err(format!(
+                    "audit {rows:#?}\nsecond worker's log:\n{}",
+                    second.log()
+                )),
+            }
+        })
+        .await;
+    assert_eq!(
+        takeover.processed_count,
+        Some(68),
+        "the second worker continues from the first's last committed state"
+    );
+    takeover
+}
+
+/// The second worker commits before it subscribes: frames published in
+/// between reach only the first, and the second would never count 108.
+async fn the_second_worker_is_subscribed(h: &Harness, id: uuid::Uuid) {
+    h.wait_status(id, START, "the second worker is connected", |s| {
+        s["worker_id"] == "w-second" && s["connected"] == true
+    })
+    .await;
+}
+
+async fn the_first_worker_ends_the_monitor_on_the_ownership_loss(first: &Worker) {
     first
         .wait_log("Monitor ended for good in this process", START)
         .await;
@@ -92,6 +134,13 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
         log.contains("ownership") || log.contains("Ownership"),
         "{log}"
     );
+}
+
+async fn the_second_worker_processes_and_commits_every_frame(
+    h: &Harness,
+    conn: &mut diesel_async::AsyncPgConnection,
+    id: uuid::Uuid,
+) {
     let status = h
         .wait_status(id, START, "the second worker processed every frame", |s| {
             s["worker_id"] == "w-second" && processed(s) == 108 && state(s) == "running"
@@ -102,16 +151,20 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
         Some(68),
         "{status:#}"
     );
-    wait_snapshot(
-        &mut conn,
-        id,
-        START,
-        "108 frames committed by the second",
-        |r| r.processed_count == 108 && r.writer_id == "w-second",
-    )
+    wait_snapshot(conn, id, START, "108 frames committed by the second", |r| {
+        r.processed_count == 108 && r.writer_id == "w-second"
+    })
     .await;
+}
 
-    let rows = audit(&mut conn).await;
+/// Every checkpoint after the takeover is the second worker's, every result
+/// row after it carries the second's token and none of the first's, and
+/// every write before it happened before it.
+async fn no_write_after_the_takeover_carries_the_first_workers_token(
+    conn: &mut diesel_async::AsyncPgConnection,
+    takeover: &AuditRow,
+) {
+    let rows = audit(conn).await;
     let by = |w: &str| -> HashSet<Vec<u8>> {
         rows.iter()
             .filter(|a| a.tbl == "checkpoint" && a.writer_id.as_deref() == Some(w))
@@ -130,17 +183,13 @@ async fn a_second_worker_takes_over_and_the_first_stops_writing() {
     }
     assert!(
         rows.iter()
-            .any(|a| a.seq > takeover.seq && a.tbl == "radar_evidence"),
+            .any(|a| a.seq > takeover.seq && a.tbl == "evidence"),
         "the second worker wrote evidence for the shifted frames: {rows:#?}"
     );
     assert!(
         rows.iter()
             .filter(|a| a.seq <= takeover.seq)
             .all(|a| a.at <= takeover.at)
-    );
-    assert!(
-        first.running(),
-        "the first process keeps running without the monitor"
     );
     eprintln!(
         "takeover: {} audited writes, {} by the first worker's tokens, {} by the second's",

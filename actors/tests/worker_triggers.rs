@@ -3,14 +3,10 @@
 //! frame interval beyond the test), so the snapshot row moves only when the
 //! trigger under test fires.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::time::Duration;
 
+use radar_testkit::{exposition, http, prelude::*};
 use uuid::Uuid;
-use worker_common::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -141,9 +137,9 @@ async fn an_idle_monitor_checkpoints_the_gap_when_its_broker_drops_and_when_it_r
     let me = [("monitor_id", id.to_string())];
     let labels = [(me[0].0, me[0].1.as_str()), ("cause", "mqtt_outage")];
     wait_until(START, "the closed gap's length is in the metrics", || {
-        common::http_get(worker.metrics_port, "/metrics")
+        http::http_get(worker.metrics_port, "/metrics")
             .and_then(|(_, text)| {
-                common::sample(&text, "radar_coverage_gap_duration_seconds_total", &labels)
+                exposition::sample(&text, "radar_coverage_gap_duration_seconds_total", &labels)
             })
             .is_some_and(|seconds| seconds > 0.0)
     })

@@ -9,8 +9,8 @@ use std::{
     process::{Child, Command, ExitStatus, Stdio},
 };
 
-use crate::broker::free_port;
 use anyhow::{Context, Result};
+use radar_testkit::broker::free_port;
 
 /// The workers' MQTT reconnect schedule: first and longest wait.
 pub const MQTT_BACKOFF: (std::time::Duration, std::time::Duration) = (

@@ -7,16 +7,12 @@
 //! the exit code is 1 when any failed, 2 when the run itself could not be
 //! carried out.
 //!
-//! Layout: `common::postgres` and `broker` (the shared test helpers that run
-//! a private PostgreSQL cluster and Mosquitto), `fleet` (worker processes and CLI calls),
+//! Layout: `radar_testkit::postgres` and `radar_testkit::broker` (the test
+//! helpers that run a private PostgreSQL cluster and Mosquitto), `fleet` (worker processes and CLI calls),
 //! `publisher` (sensor frames), `scenario` (the fault loop and healing),
 //! `observe` (audit, samples, final reads), `check` (the invariants, pure).
 
-#[path = "../../tests/common/broker.rs"]
-mod broker;
 mod check;
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod fleet;
 mod observe;
 mod publisher;
@@ -170,7 +166,7 @@ async fn run(args: Args) -> Result<bool> {
         dir.path().display()
     ));
 
-    let cluster = tokio::task::block_in_place(common::postgres::PrivatePostgres::start)?;
+    let cluster = tokio::task::block_in_place(radar_testkit::postgres::PrivatePostgres::start)?;
     let admin = format!("{}/postgres?application_name=radar-chaos", cluster.url());
     {
         use diesel_async::RunQueryDsl;
@@ -181,7 +177,7 @@ async fn run(args: Args) -> Result<bool> {
             .context("creating the chaos database")?;
     }
     let db_url = format!("{}/{DATABASE}?application_name=radar-chaos", cluster.url());
-    let broker = broker::Mosquitto::start(100_000).await?;
+    let broker = radar_testkit::broker::Mosquitto::start(100_000).await?;
     let env = WorkerEnv {
         radar,
         dir: dir.path().to_path_buf(),
@@ -333,7 +329,10 @@ async fn create_monitors(
         let prefix = format!("chaos/{}/m{n}", Uuid::new_v4().simple());
         let path = env.dir.join(format!("m{n}.toml"));
         // Calibrated after 40 frames (4 s at 10 per second).
-        fs::write(&path, common::monitor_toml(&format!("chaos-m{n}"), &prefix))?;
+        fs::write(
+            &path,
+            radar_testkit::monitor::two_readings(&format!("chaos-m{n}"), &prefix),
+        )?;
         let path = path.display().to_string();
         let (ok, out) = radar_cli(
             env,

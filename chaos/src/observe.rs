@@ -1,6 +1,6 @@
-//! What the run watches, and how: a write audit in the database (triggers
-//! that record every committed snapshot, evidence and alarm write with the
-//! writing session's `application_name`), samples of `radar status --json`
+//! What the run watches, and how: a write audit in the database
+//! (`radar_testkit::audit`: triggers that record every committed snapshot,
+//! evidence and alarm write with the writing session's `application_name`), samples of `radar status --json`
 //! and of the evidence table while the run goes on, and at the end the
 //! final tables, `radar snapshot inspect --json` of every monitor and the
 //! workers' JSON logs.
@@ -16,8 +16,9 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use chrono::{DateTime, NaiveDateTime, Utc};
-use diesel::sql_types::{BigInt, Bytea, Double, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{BigInt, Bytea, Double, Text, Timestamptz, Uuid as SqlUuid};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use radar_testkit::audit;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -30,72 +31,6 @@ use crate::{
 /// How long one observation may take (the database may be paused).
 const QUERY_LIMIT: Duration = Duration::from_secs(5);
 
-/// The audit: a table and triggers private to the run's database. A row
-/// is written inside the audited transaction, so it exists exactly when the
-/// write committed.
-const AUDIT: &[&str] = &[
-    "CREATE TABLE chaos_write_audit (
-        seq bigserial PRIMARY KEY,
-        tbl text NOT NULL,
-        op text NOT NULL,
-        service_id uuid NOT NULL,
-        app text NOT NULL,
-        txid bigint NOT NULL,
-        signature bytea NOT NULL,
-        replaced bytea,
-        processed_count bigint,
-        saved_at timestamptz,
-        frame_ts timestamptz,
-        score double precision,
-        at timestamptz NOT NULL DEFAULT clock_timestamp())",
-    "CREATE FUNCTION chaos_audit_checkpoint() RETURNS trigger AS $$
-     BEGIN
-       IF TG_OP = 'DELETE' THEN
-         INSERT INTO chaos_write_audit (tbl, op, service_id, app, txid, signature, processed_count, saved_at)
-         VALUES ('checkpoint', TG_OP, OLD.service_id, current_setting('application_name'),
-                 txid_current(), OLD.signature, OLD.processed_count, OLD.saved_at);
-         RETURN OLD;
-       END IF;
-       INSERT INTO chaos_write_audit (tbl, op, service_id, app, txid, signature, replaced, processed_count, saved_at)
-       VALUES ('checkpoint', TG_OP, NEW.service_id, current_setting('application_name'), txid_current(),
-               NEW.signature, CASE WHEN TG_OP = 'UPDATE' THEN OLD.signature END,
-               NEW.processed_count, NEW.saved_at);
-       RETURN NEW;
-     END $$ LANGUAGE plpgsql",
-    "CREATE FUNCTION chaos_audit_evidence() RETURNS trigger AS $$
-     BEGIN
-       IF TG_OP = 'DELETE' THEN
-         INSERT INTO chaos_write_audit (tbl, op, service_id, app, txid, signature, frame_ts, score)
-         VALUES ('evidence', TG_OP, OLD.service_id, current_setting('application_name'),
-                 txid_current(), OLD.writer_signature, OLD.frame_ts, OLD.score);
-         RETURN OLD;
-       END IF;
-       INSERT INTO chaos_write_audit (tbl, op, service_id, app, txid, signature, frame_ts, score)
-       VALUES ('evidence', TG_OP, NEW.service_id, current_setting('application_name'),
-               txid_current(), NEW.writer_signature, NEW.frame_ts, NEW.score);
-       RETURN NEW;
-     END $$ LANGUAGE plpgsql",
-    "CREATE FUNCTION chaos_audit_alarm() RETURNS trigger AS $$
-     BEGIN
-       IF TG_OP = 'DELETE' THEN
-         INSERT INTO chaos_write_audit (tbl, op, service_id, app, txid, signature, frame_ts, score)
-         VALUES ('alarm', TG_OP, OLD.service_id, current_setting('application_name'),
-                 txid_current(), OLD.writer_signature, OLD.opened_at, OLD.peak_score);
-         RETURN OLD;
-       END IF;
-       INSERT INTO chaos_write_audit (tbl, op, service_id, app, txid, signature, frame_ts, score)
-       VALUES ('alarm', TG_OP, NEW.service_id, current_setting('application_name'),
-               txid_current(), NEW.writer_signature, NEW.opened_at, NEW.peak_score);
-       RETURN NEW;
-     END $$ LANGUAGE plpgsql",
-    "CREATE TRIGGER chaos_audit AFTER INSERT OR UPDATE OR DELETE ON radar_runtime_checkpoints
-     FOR EACH ROW EXECUTE FUNCTION chaos_audit_checkpoint()",
-    "CREATE TRIGGER chaos_audit AFTER INSERT OR UPDATE OR DELETE ON radar_evidence
-     FOR EACH ROW EXECUTE FUNCTION chaos_audit_evidence()",
-    "CREATE TRIGGER chaos_audit AFTER INSERT OR UPDATE OR DELETE ON radar_alarms
-     FOR EACH ROW EXECUTE FUNCTION chaos_audit_alarm()",
-];
-
 pub async fn connect(url: &str) -> Result<AsyncPgConnection> {
     match tokio::time::timeout(QUERY_LIMIT, AsyncPgConnection::establish(url)).await {
         Ok(conn) => conn.with_context(|| format!("connecting to {url}")),
@@ -103,56 +38,14 @@ pub async fn connect(url: &str) -> Result<AsyncPgConnection> {
     }
 }
 
+/// Installs the write audit (`radar_testkit::audit`) in the run's database.
 pub async fn install_audit(url: &str) -> Result<()> {
-    let mut conn = connect(url).await?;
-    for statement in AUDIT {
-        diesel::sql_query(*statement)
-            .execute(&mut conn)
-            .await
-            .context("installing the write audit")?;
-    }
-    Ok(())
+    audit::try_install(&mut connect(url).await?).await
 }
 
-#[derive(diesel::QueryableByName)]
-struct AuditRow {
-    #[diesel(sql_type = BigInt)]
-    seq: i64,
-    #[diesel(sql_type = Text)]
-    tbl: String,
-    #[diesel(sql_type = Text)]
-    op: String,
-    #[diesel(sql_type = SqlUuid)]
-    service_id: Uuid,
-    #[diesel(sql_type = Text)]
-    app: String,
-    #[diesel(sql_type = BigInt)]
-    txid: i64,
-    #[diesel(sql_type = Bytea)]
-    signature: Vec<u8>,
-    #[diesel(sql_type = Nullable<Bytea>)]
-    replaced: Option<Vec<u8>>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    processed_count: Option<i64>,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    saved_at: Option<DateTime<Utc>>,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    frame_ts: Option<DateTime<Utc>>,
-    #[diesel(sql_type = Nullable<Double>)]
-    score: Option<f64>,
-    #[diesel(sql_type = Timestamptz)]
-    at: DateTime<Utc>,
-}
-
+/// The audited writes, as the invariants read them.
 pub async fn audited_writes(url: &str) -> Result<Vec<Write>> {
-    let mut conn = connect(url).await?;
-    let rows: Vec<AuditRow> = diesel::sql_query(
-        "SELECT seq, tbl, op, service_id, app, txid, signature, replaced, processed_count, \
-         saved_at, frame_ts, score, at FROM chaos_write_audit ORDER BY seq",
-    )
-    .load(&mut conn)
-    .await
-    .context("reading the write audit")?;
+    let rows = audit::try_writes(&mut connect(url).await?).await?;
     rows.into_iter()
         .map(|r| {
             Ok(Write {

@@ -11,12 +11,14 @@ use std::{
 
 use anyhow::Result;
 use chrono::Utc;
+use radar_testkit::{
+    broker::Mosquitto,
+    postgres::{PrivatePostgres as Cluster, StopMode},
+};
 use uuid::Uuid;
 
 use crate::{
-    broker::Mosquitto,
     check::{Outage, OutageKind, Replay, Ts},
-    common::postgres::{PrivatePostgres as Cluster, StopMode},
     fleet::{Ended, Worker, WorkerEnv},
     observe, replay,
 };

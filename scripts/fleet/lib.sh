@@ -107,7 +107,7 @@ make_builder_image() {
   rm -rf "$dir"
 }
 
-# The test monitors of tests/common (two readings, short training).
+# The test monitors of testkit/src/monitor.rs (two readings, short training).
 monitor_toml() { # monitor_toml NAME TOPIC_PREFIX
   cat <<EOF
 name = "$1"

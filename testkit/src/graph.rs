@@ -1,6 +1,5 @@
 //! Helpers for the graph integration tests: the example graph, edits of it,
 //! and a snapshot row written the way a checkpoint writer would leave it.
-#![allow(dead_code)]
 
 use chrono::Utc;
 use diesel::sql_types::{Bytea, Uuid as SqlUuid};
@@ -140,16 +139,16 @@ pub fn diagnostics(node: &str) -> FailureDiagnostics {
 }
 
 /// A migrated database with the example graph published.
-pub async fn setup(tag: &str) -> (crate::common::TestDb, GraphStore, AsyncPgConnection) {
-    let db = crate::common::migrated_database(tag).await;
-    crate::common::enable_graph_authoring(&db).await;
+pub async fn setup(tag: &str) -> (crate::db::TestDb, GraphStore, AsyncPgConnection) {
+    let db = crate::db::migrated_database(tag).await;
+    crate::db::enable_graph_authoring(&db).await;
     let graphs = GraphStore::new(
-        store::connect(&db.url, 4, crate::common::STATEMENT_TIMEOUT)
+        store::connect(&db.url, 4, crate::db::STATEMENT_TIMEOUT)
             .await
             .unwrap(),
     );
     graphs.publish(definition(example())).await.unwrap();
-    let conn = crate::common::connect(&db).await;
+    let conn = crate::db::connect(&db).await;
     (db, graphs, conn)
 }
 

@@ -4,15 +4,12 @@
 //! `pg_ctl` on a free loopback port with trust authentication. The shared
 //! cluster on 5432 is never touched. It can be stopped (cleanly or as a
 //! crash) and frozen (SIGSTOP), as `scripts/chaos` does.
-//!
-//! Include with `#[path = "common/postgres.rs"] mod postgres;`.
-#![allow(dead_code)]
 
 use std::{
     net::TcpStream,
     path::{Path, PathBuf},
     process::{Command, Output},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context, Result, bail};
@@ -60,7 +57,7 @@ impl PrivatePostgres {
             "--no-sync",
         ]))
         .context("initdb of the private cluster")?;
-        let port = super::free_port();
+        let port = crate::http::free_port();
         let mut cluster = Self {
             dir,
             port,
@@ -95,14 +92,12 @@ impl PrivatePostgres {
             .args(["-w", "-t", "60", "-o", &options, "start"]))
         .with_context(|| format!("starting the private cluster; log:\n{}", self.log()))?;
         self.running = true;
-        let deadline = Instant::now() + START_DEADLINE;
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if Instant::now() > deadline {
-                bail!("the private cluster does not listen on {}", self.port);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
+        let port = self.port;
+        crate::poll::within(START_DEADLINE)
+            .every(Duration::from_millis(50))
+            .try_blocking(&format!("the private cluster listens on {port}"), || {
+                TcpStream::connect(("127.0.0.1", port)).map(drop)
+            })
     }
 
     /// Restarts the cluster with TLS on, serving `cert` and `key` (PEM).

@@ -1,17 +1,13 @@
-//! Helpers shared by the integration tests: each test gets its own database
-//! (and its own MQTT topic prefix), so tests run in parallel and never
-//! depend on leftovers.
-#![allow(dead_code)]
-
-pub mod postgres;
+//! Test databases on the shared cluster (or on a private one): each test
+//! gets its own database (and its own MQTT topic prefix), so tests run in
+//! parallel and never depend on leftovers.
 
 use std::{
-    io::{Read, Write},
-    net::TcpStream,
     sync::atomic::{AtomicU32, Ordering},
     time::Duration,
 };
 
+use anyhow::{Context, Result};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -106,39 +102,6 @@ pub async fn connect(db: &TestDb) -> AsyncPgConnection {
         .expect("connect to test database")
 }
 
-/// A monitor with two required readings (`a`, `b`) under `prefix`, with a
-/// detector small enough to start monitoring after 40 frames.
-pub fn monitor_toml(name: &str, prefix: &str) -> String {
-    format!(
-        r#"name = "{name}"
-
-[[readings]]
-name = "a"
-topic = "{prefix}/a"
-
-[[readings]]
-name = "b"
-topic = "{prefix}/b"
-
-[alignment]
-freshness_ms = 5000
-max_age_ms = 30000
-future_tolerance_ms = 2000
-max_skew_ms = 1000
-
-[detector]
-training_frames = 20
-calibration_frames = 20
-false_alarm_rate = 0.05
-
-[detector.alarm]
-open_k = 3
-open_n = 5
-close_m = 10
-"#
-    )
-}
-
 /// The statement timeout of the tests' pools (the worker's default).
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -156,42 +119,9 @@ pub async fn mark_migrated_by_newer_binary(db: &TestDb) {
         .expect("record a newer migration");
 }
 
-/// A loopback port nobody listens on right now, for a test's own listener.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free loopback port")
-}
-
-/// A blocking HTTP/1.0 GET on 127.0.0.1; `None` while nothing answers.
-pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_string()))
-}
-
-/// The value of the one sample of `name` whose labels include every
-/// `key="value"` pair of `labels`; `None` when no sample matches.
-pub fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    exposition
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
-            (metric == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
-            .then(|| value.parse().ok())?
-        })
-        .next()
+/// Opens a plain connection to a database URL.
+pub async fn connect_url(url: &str) -> Result<AsyncPgConnection> {
+    AsyncPgConnection::establish(url)
+        .await
+        .with_context(|| format!("connecting to the test database {url}"))
 }

@@ -1,0 +1,80 @@
+//! The telemetry and MQTT tests' way to run a worker: synchronous (no
+//! runtime needed), one worker per test on a shared-settings command, the
+//! monitor created through the binary, and fresh observation timestamps.
+
+use std::{fs, path::Path, time::Duration};
+
+use crate::{
+    broker::Mosquitto,
+    db::TestDb,
+    monitor, poll,
+    worker::{Worker, WorkerBuilder, radar_command},
+};
+
+/// Polls `probe` every 100 ms until it returns `Some`, or panics after
+/// `within` naming `what` (see [`poll`] for probes that report what they saw).
+pub fn wait_for<T>(within: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    poll::within(within).blocking(what, || probe().ok_or("not yet"))
+}
+
+/// A `radar` command against a test database.
+pub fn radar(db: &TestDb) -> std::process::Command {
+    radar_command(&db.url)
+}
+
+/// Creates a monitor with one reading on `topic` ([`monitor::one_reading`])
+/// through the binary and returns its id.
+pub fn create_monitor(db: &TestDb, dir: &Path, name: &str, topic: &str) -> String {
+    create_monitor_from(db, dir, name, &monitor::one_reading(name, topic))
+}
+
+/// `radar monitor create` of the monitor file `toml`, written into `dir`
+/// as `NAME.toml`; returns the new monitor's id.
+pub fn create_monitor_from(db: &TestDb, dir: &Path, name: &str, toml: &str) -> String {
+    let file = dir.join(format!("{name}.toml"));
+    fs::write(&file, toml).expect("write monitor file");
+    let out = radar(db)
+        .args(["monitor", "create", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run radar monitor create");
+    assert!(
+        out.status.success(),
+        "monitor create of {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Worker {
+    /// Starts a worker for `monitors` (every monitor of the database when
+    /// empty) with the settings the telemetry tests share and waits until
+    /// it serves `/healthz`; `extra` adds or overrides environment variables.
+    pub fn spawn(
+        db: &TestDb,
+        broker: &Mosquitto,
+        dir: &Path,
+        monitors: &[&str],
+        extra: &[(&str, &str)],
+    ) -> Self {
+        // The binary takes at most one `--monitor`.
+        assert!(monitors.len() <= 1, "one monitor, or the whole shard");
+        let mut builder = WorkerBuilder::new(&db.url, &broker.url(), dir);
+        let id = format!("telemetry-test-{}", builder.metrics_port());
+        builder = builder
+            .id(&id)
+            .args(monitors.iter().flat_map(|m| ["--monitor", m]))
+            .envs(&[("RADAR_TEST_MQTT_BACKOFF_MS", "100,1000")])
+            .envs(extra);
+        if extra.contains(&("RADAR_ENV", "production")) {
+            // Production refuses the test reconnect schedule.
+            builder = builder.env_remove("RADAR_TEST_MQTT_BACKOFF_MS");
+        }
+        builder.spawn_healthy()
+    }
+}
+
+/// Milliseconds since the epoch, for fresh observation timestamps.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
