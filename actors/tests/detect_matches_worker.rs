@@ -2,18 +2,14 @@
 //! scored, it must give the worker's scores, flags and alarms bit for bit,
 //! or a backtest says nothing about what the worker would have done.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-mod worker_common;
-
 use std::{collections::BTreeMap, fmt::Write as _, time::Duration};
 
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Double, Timestamptz, Uuid as SqlUuid};
 use diesel_async::RunQueryDsl;
+use radar_testkit::{monitor, prelude::*};
 use serde_json::Value;
 use uuid::Uuid;
-use worker_common::*;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -200,7 +196,7 @@ async fn detect_gives_the_workers_scores_flags_and_alarms_on_the_same_frames() {
     let (worker_flagged, worker_alarms) = committed(&h, id).await;
 
     let (detect_flagged, detect_alarms, frames) =
-        backtest(&h, &common::monitor_toml("backtest", &prefix), &rows);
+        backtest(&h, &monitor::two_readings("backtest", &prefix), &rows);
     assert_eq!(frames, FRAMES, "one record per frame");
     assert!(
         worker_flagged.len() >= 12,
