@@ -7,9 +7,9 @@
 //! Counted exactly in the session's own `pg_prepared_statements`: a pool of
 //! one connection runs the statements, then reads the view.
 
-mod common;
-
 use std::time::Duration;
+
+use radar_testkit::{db, monitor};
 
 use chrono::Utc;
 use diesel::sql_types::{BigInt, Text};
@@ -63,11 +63,11 @@ fn record() -> HealthRecord {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periodic_statements_are_prepared_once_per_connection() {
-    let db = common::migrated_database("periodic_prepared").await;
-    let pool = store::connect(&db.url, 1, common::STATEMENT_TIMEOUT)
+    let db = db::migrated_database("periodic_prepared").await;
+    let pool = store::connect(&db.url, 1, db::STATEMENT_TIMEOUT)
         .await
         .unwrap();
-    let config = MonitorConfig::from_toml(&common::monitor_toml("periodic", "periodic")).unwrap();
+    let config = MonitorConfig::from_toml(&monitor::two_readings("periodic", "periodic")).unwrap();
     let id = Services::new(pool.clone()).create(&config).await.unwrap();
     let binding = SnapshotBinding::for_monitor(id, &config);
     let key = CheckpointKey::new(b"integration-test-key-0123456789abcdef".to_vec());
