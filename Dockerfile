@@ -22,12 +22,13 @@ WORKDIR /src
 # Only what the build reads: manifests, build script, sources, migrations
 # (embedded by the migration macro at compile time). See .dockerignore.
 # Cargo loads every workspace member's manifest and targets even to build
-# one package, so the test tools (chaos, bench) come along; they are not
-# compiled.
+# one package, so the test tools (chaos, bench, testkit) come along; they
+# are not compiled.
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY actors/Cargo.toml actors/Cargo.toml
 COPY chaos chaos
 COPY bench bench
+COPY testkit testkit
 COPY src src
 COPY actors/src actors/src
 COPY migrations migrations
