@@ -15,6 +15,8 @@
 // tests use this module; the lead removes this line when wiring it.
 
 mod exposition;
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(all(test, feature = "otlp"))]
 mod otlp_tests;
 #[cfg(test)]

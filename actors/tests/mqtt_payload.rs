@@ -82,12 +82,8 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
         || {
             let text = worker.metrics();
             let frames = sample_of(&text, "radar_frames_emitted_total", &seconds_id, &[]);
-            let wrong = sample_of(
-                &text,
-                "radar_observations_rejected_total",
-                &millis_id,
-                &[("reason", "timestamp_unit")],
-            );
+            // Rejections per monitor are one total; by reason, per worker.
+            let wrong = sample_of(&text, "radar_observations_rejected_total", &millis_id, &[]);
             (frames == Some(FRAMES as f64) && wrong == Some(WRONG_UNIT as f64)).then_some(text)
         },
     );
@@ -96,12 +92,20 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
         Some(0.0),
         "{text}"
     );
+    assert_eq!(
+        sample(
+            &text,
+            "radar_observations_rejected_by_reason_total",
+            &[("reason", "timestamp_unit")]
+        ),
+        Some(WRONG_UNIT as f64),
+        "every rejection of the worker is the millis monitor's unit mistake:\n{text}"
+    );
     for reason in ["stale", "too_old", "bad_ts"] {
         assert_eq!(
-            sample_of(
+            sample(
                 &text,
-                "radar_observations_rejected_total",
-                &millis_id,
+                "radar_observations_rejected_by_reason_total",
                 &[("reason", reason)]
             ),
             Some(0.0),
@@ -109,12 +113,7 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
         );
     }
     assert_eq!(
-        sample_of(
-            &text,
-            "radar_observations_rejected_total",
-            &seconds_id,
-            &[("reason", "timestamp_unit")]
-        ),
+        sample_of(&text, "radar_observations_rejected_total", &seconds_id, &[]),
         Some(0.0),
         "{text}"
     );

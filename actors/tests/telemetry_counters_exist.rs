@@ -1,7 +1,8 @@
 //! Every counter of an admitted monitor exists from admission with value 0,
 //! so an alert on `rate(radar_frames_emitted_total[5m]) == 0` can fire for
-//! a monitor that never formed a frame, and every rejection reason and gap
-//! cause reads 0 instead of being absent.
+//! a monitor that never formed a frame, and its rejection and checkpoint
+//! failure totals, every gap cause and every rejection reason (per worker)
+//! read 0 instead of being absent.
 
 use std::time::Duration;
 
@@ -33,12 +34,19 @@ async fn a_monitor_that_received_nothing_shows_every_counter_at_zero() {
     ] {
         assert_eq!(sample(&text, name, &me), Some(0.0), "{name}:\n{text}");
     }
+    for name in [
+        "radar_observations_rejected_total",
+        "radar_checkpoint_failures_total",
+    ] {
+        assert_eq!(sample(&text, name, &me), Some(0.0), "{name}:\n{text}");
+    }
+    // The breakdowns by reason are per worker, each from 0.
     for reason in ["not_json", "stale", "too_old", "too_large", "unknown_topic"] {
         assert_eq!(
             sample(
                 &text,
-                "radar_observations_rejected_total",
-                &[("monitor_id", &id), ("reason", reason)]
+                "radar_observations_rejected_by_reason_total",
+                &[("reason", reason)]
             ),
             Some(0.0),
             "rejected {reason}:\n{text}"
@@ -48,8 +56,8 @@ async fn a_monitor_that_received_nothing_shows_every_counter_at_zero() {
         assert_eq!(
             sample(
                 &text,
-                "radar_checkpoint_failures_total",
-                &[("monitor_id", &id), ("reason", reason)]
+                "radar_checkpoint_failures_by_reason_total",
+                &[("reason", reason)]
             ),
             Some(0.0),
             "checkpoint failures {reason}:\n{text}"

@@ -68,9 +68,10 @@ async fn received_equals_frames_values_plus_every_named_reason_plus_held_in_metr
         labels.extend_from_slice(extra);
         sample(&text, name, &labels).unwrap_or(f64::NAN)
     };
+    // The breakdown by reason is the worker's; it has this one monitor.
     let rejected: Vec<(String, f64)> = text
         .lines()
-        .filter(|l| l.starts_with("radar_observations_rejected_total{") && l.contains(&id))
+        .filter(|l| l.starts_with("radar_observations_rejected_by_reason_total{"))
         .filter_map(|l| {
             let reason = l.split("reason=\"").nth(1)?.split('"').next()?.to_string();
             Some((reason, l.rsplit_once(' ')?.1.parse::<f64>().ok()?))
@@ -87,7 +88,12 @@ async fn received_equals_frames_values_plus_every_named_reason_plus_held_in_metr
     );
     for reason in ["superseded", "stale", "not_json"] {
         assert_eq!(
-            value("radar_observations_rejected_total", &[("reason", reason)]),
+            sample(
+                &text,
+                "radar_observations_rejected_by_reason_total",
+                &[("reason", reason)]
+            )
+            .unwrap_or(f64::NAN),
             1.0,
             "{reason}:\n{text}"
         );
@@ -95,6 +101,11 @@ async fn received_equals_frames_values_plus_every_named_reason_plus_held_in_metr
     assert!(
         rejected.iter().any(|(r, _)| r == "partial_cleared"),
         "every reason is a series from admission: {rejected:?}"
+    );
+    assert_eq!(
+        value("radar_observations_rejected_total", &[]),
+        rejected_sum,
+        "the monitor's total is the sum of the reasons:\n{text}"
     );
     assert_eq!(
         received as f64,

@@ -76,19 +76,30 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
         Some(GOOD as f64),
         "{text}"
     );
+    // The worker has this one monitor, so its breakdown by reason is the
+    // monitor's.
     for reason in ["not_json", "value_not_a_number", "stale", "too_large"] {
         assert_eq!(
-            value("radar_observations_rejected_total", &[("reason", reason)]),
+            sample(
+                &text,
+                "radar_observations_rejected_by_reason_total",
+                &[("reason", reason)]
+            ),
             Some(1.0),
             "one rejection for {reason}:\n{text}"
         );
     }
-    let rejected_total: f64 = text
+    let by_reason_total: f64 = text
         .lines()
-        .filter(|l| l.starts_with("radar_observations_rejected_total{") && l.contains(&id))
+        .filter(|l| l.starts_with("radar_observations_rejected_by_reason_total{"))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum();
-    assert_eq!(rejected_total, 4.0, "no other rejection:\n{text}");
+    assert_eq!(by_reason_total, 4.0, "no other rejection:\n{text}");
+    assert_eq!(
+        value("radar_observations_rejected_total", &[]),
+        Some(4.0),
+        "{text}"
+    );
     assert_eq!(
         value("radar_frames_emitted_total", &[]),
         Some(GOOD as f64),
@@ -121,8 +132,12 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
         value("radar_checkpoint_commits_total", &[]).is_some_and(|n| n >= 1.0),
         "at least one checkpoint committed:\n{text}"
     );
-    // The monitor's name rides along as a label; no payload value does.
-    assert!(text.contains("monitor_name=\"scraped\""), "{text}");
+    // The monitor's name is on its info series; no payload value is a label.
+    assert_eq!(
+        value("radar_monitor_info", &[("monitor_name", "scraped")]),
+        Some(1.0),
+        "{text}"
+    );
     assert!(!text.contains("not json"), "{text}");
 
     promtool_check(&text);

@@ -229,12 +229,18 @@ pub async fn scrape_cost(
     let mut cost = ScrapeCost::default();
     let cpu_before = worker.cpu_time().context("reading the worker's CPU time")?;
     let started = Instant::now();
+    let mut last = String::new();
     for _ in 0..scrapes {
-        let body = worker.metrics().await?;
-        cost.bytes = body.len();
-        cost.lines = body.lines().count();
+        last = worker.metrics().await?;
+        cost.bytes = last.len();
+        cost.lines = last.lines().count();
     }
     let wall = started.elapsed();
+    // For reading the exposition afterwards (which families, overflow).
+    if let Some(path) = std::env::var_os("RADAR_BENCH_SCRAPE_OUT") {
+        std::fs::write(&path, &last)
+            .with_context(|| format!("writing the last scrape to {}", path.to_string_lossy()))?;
+    }
     let cpu = worker.cpu_time().context("reading the worker's CPU time")? - cpu_before;
     let above_idle = (cpu.as_secs_f64() - idle_share * wall.as_secs_f64()).max(0.0);
     cost.cpu = Duration::from_secs_f64(above_idle / scrapes as f64);

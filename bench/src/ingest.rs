@@ -439,8 +439,11 @@ async fn product_run(
     let after = counts(worker).await?;
     if after.rejected > before.rejected {
         let text = worker.metrics().await?;
-        let reasons =
-            crate::http::metric_by_label(&text, "radar_observations_rejected_total", "reason");
+        let reasons = crate::http::metric_by_label(
+            &text,
+            "radar_observations_rejected_by_reason_total",
+            "reason",
+        );
         eprintln!("  rejections since the worker started, by reason: {reasons:?}");
     }
     Ok(RunResult {

@@ -21,6 +21,11 @@ use crate::{
     runtime::{ExitReason, Trigger},
 };
 
+/// The `reason` attribute of the per-worker breakdowns.
+fn reason(value: &'static str) -> KeyValue {
+    KeyValue::new(key::REASON, value)
+}
+
 /// Something that happened to a monitor.
 pub trait InternalEvent {
     fn emit(self, monitor: &MonitorTelemetry);
@@ -71,9 +76,14 @@ impl InternalEvent for ObservationsRejected {
             count = self.count,
             "Observations rejected."
         );
+        // The total per monitor, the breakdown per worker: 22 reasons per
+        // monitor would be most of a fleet's exposition.
         m.instruments
             .observations_rejected
-            .add(self.count, &m.attrs_with(key::REASON, self.reason.as_str()));
+            .add(self.count, m.attrs());
+        m.instruments
+            .observations_rejected_by_reason
+            .add(self.count, &[reason(self.reason.as_str())]);
         if self.reason == RejectReason::Stale {
             m.count_stale(self.count);
         }
@@ -242,9 +252,10 @@ impl InternalEvent for CheckpointFailed<'_> {
             error = self.error,
             "Checkpoint failed; pending results stay queued."
         );
+        m.instruments.checkpoint_failures.add(1, m.attrs());
         m.instruments
-            .checkpoint_failures
-            .add(1, &m.attrs_with(key::REASON, self.reason.as_str()));
+            .checkpoint_failures_by_reason
+            .add(1, &[reason(self.reason.as_str())]);
     }
 }
 

@@ -34,10 +34,9 @@ impl Telemetry {
     /// Builds the instruments on `meter`, with a fresh board.
     pub fn new(meter: &Meter) -> Self {
         let board = Board::new();
-        Self {
-            instruments: Arc::new(Instruments::new(meter, &board)),
-            board,
-        }
+        let instruments = Arc::new(Instruments::new(meter, &board));
+        register_every_reason(&instruments);
+        Self { instruments, board }
     }
 
     /// Uses the globally installed meter provider (a no-op if none is): call
@@ -52,7 +51,7 @@ impl Telemetry {
 
     /// Admits a monitor: it appears on the board as `starting` (replacing any
     /// earlier entry with the same id) and the returned handle records its
-    /// metrics, labelled with `monitor.id` and `monitor.name`.
+    /// metrics, labelled with `monitor.id` (its name is on `radar.monitor.info`).
     pub fn monitor(&self, id: Uuid, name: &str) -> MonitorTelemetry {
         let handle = MonitorTelemetry {
             instruments: self.instruments.clone(),
@@ -65,6 +64,20 @@ impl Telemetry {
     /// Takes a monitor off the board once it is no longer admitted here.
     pub fn remove_monitor(&self, id: Uuid) -> bool {
         self.board.remove(id)
+    }
+}
+
+/// Adds 0 to every per-worker reason series, so each exists from the start
+/// and an alert on `increase(...[5m]) > 0` sees the first rejection or
+/// failure of any monitor.
+fn register_every_reason(i: &Instruments) {
+    for reason in RejectReason::ALL {
+        i.observations_rejected_by_reason
+            .add(0, &[KeyValue::new(key::REASON, reason.as_str())]);
+    }
+    for reason in CheckpointFailure::ALL {
+        i.checkpoint_failures_by_reason
+            .add(0, &[KeyValue::new(key::REASON, reason.as_str())]);
     }
 }
 
@@ -109,8 +122,9 @@ impl MonitorTelemetry {
 
     /// Adds 0 to every counter series of this monitor, so each exists from
     /// admission: an alert on `rate(radar_frames_emitted_total[5m]) == 0`
-    /// fires for a monitor that never formed a frame, and every rejection
-    /// reason reads 0 rather than being absent. Checkpoint commits carry
+    /// fires for a monitor that never formed a frame, and its rejection and
+    /// checkpoint-failure totals read 0 rather than being absent (their
+    /// breakdowns by reason are per worker, registered in `Telemetry::new`). Checkpoint commits carry
     /// their trigger, and the commit before subscribing comes with admission.
     fn register_every_counter(&self) {
         let i = &self.instruments;
@@ -126,31 +140,21 @@ impl MonitorTelemetry {
         ] {
             counter.add(0, attrs);
         }
-        for reason in RejectReason::ALL {
-            i.observations_rejected
-                .add(0, &self.attrs_with(key::REASON, reason.as_str()));
-        }
-        for reason in CheckpointFailure::ALL {
-            i.checkpoint_failures
-                .add(0, &self.attrs_with(key::REASON, reason.as_str()));
-        }
+        i.observations_rejected.add(0, attrs);
+        i.checkpoint_failures.add(0, attrs);
         for cause in GapCause::ALL {
             i.coverage_gap_duration
                 .add(0.0, &self.attrs_with(key::CAUSE, cause.as_str()));
         }
     }
 
-    pub(crate) fn attrs(&self) -> &[KeyValue; 2] {
+    pub(crate) fn attrs(&self) -> &[KeyValue; 1] {
         &self.slot.attrs
     }
 
-    /// `monitor.id`, `monitor.name` and one more attribute.
-    pub(crate) fn attrs_with(&self, key: &'static str, value: &'static str) -> [KeyValue; 3] {
-        [
-            self.slot.attrs[0].clone(),
-            self.slot.attrs[1].clone(),
-            KeyValue::new(key, value),
-        ]
+    /// `monitor.id` and one more attribute.
+    pub(crate) fn attrs_with(&self, key: &'static str, value: &'static str) -> [KeyValue; 2] {
+        [self.slot.attrs[0].clone(), KeyValue::new(key, value)]
     }
 
     pub(crate) fn connect(&self) {

@@ -101,6 +101,7 @@ pub struct Instruments {
     pub(crate) observations_received: Counter<u64>,
     pub(crate) observations_accepted: Counter<u64>,
     pub(crate) observations_rejected: Counter<u64>,
+    pub(crate) observations_rejected_by_reason: Counter<u64>,
     pub(crate) frames_emitted: Counter<u64>,
     pub(crate) frames_flagged: Counter<u64>,
     pub(crate) frame_score: Histogram<f64>,
@@ -109,6 +110,7 @@ pub struct Instruments {
     pub(crate) model_operation_duration: Histogram<f64>,
     pub(crate) checkpoint_commits: Counter<u64>,
     pub(crate) checkpoint_failures: Counter<u64>,
+    pub(crate) checkpoint_failures_by_reason: Counter<u64>,
     pub(crate) checkpoint_duration: Histogram<f64>,
     pub(crate) checkpoint_size: Histogram<u64>,
     pub(crate) mqtt_reconnect_attempts: Counter<u64>,
@@ -175,13 +177,9 @@ fn f64_gauge(
         .build()
 }
 
-/// `monitor.id`, `monitor.name` and one more attribute.
-fn with(view: &MonitorView, k: &'static str, v: &'static str) -> [KeyValue; 3] {
-    [
-        view.attrs[0].clone(),
-        view.attrs[1].clone(),
-        KeyValue::new(k, v),
-    ]
+/// `monitor.id` and one more attribute.
+fn with(view: &MonitorView, k: &'static str, v: &'static str) -> [KeyValue; 2] {
+    [view.attrs[0].clone(), KeyValue::new(k, v)]
 }
 
 impl Instruments {
@@ -213,6 +211,15 @@ impl Instruments {
             // One series per monitor for its current state (and phase), not
             // one per possible value: `== 1` queries read the same, and a
             // thousand monitors do not expose ten thousand zeros.
+            // The name once per monitor, not on every line: queries join it
+            // by `monitor_id` (`* on (monitor_id) group_left (monitor_name)`).
+            u64_gauge(meter, board, Metric::MonitorInfo, |v, o| {
+                let info = [
+                    v.attrs[0].clone(),
+                    KeyValue::new(key::MONITOR_NAME, v.name.clone()),
+                ];
+                o.observe(1, &info);
+            }),
             u64_gauge(meter, board, Metric::MonitorState, |v, o| {
                 o.observe(1, &with(v, key::STATE, v.state.as_str()));
             }),
@@ -248,7 +255,6 @@ impl Instruments {
                     if let Some(age) = age {
                         let attrs = [
                             v.attrs[0].clone(),
-                            v.attrs[1].clone(),
                             KeyValue::new(key::READING, reading.clone()),
                         ];
                         o.observe(age.as_secs_f64(), &attrs);
@@ -280,6 +286,7 @@ impl Instruments {
             observations_received: counter(meter, Metric::ObservationsReceived),
             observations_accepted: counter(meter, Metric::ObservationsAccepted),
             observations_rejected: counter(meter, Metric::ObservationsRejected),
+            observations_rejected_by_reason: counter(meter, Metric::ObservationsRejectedByReason),
             frames_emitted: counter(meter, Metric::FramesEmitted),
             frames_flagged: counter(meter, Metric::FramesFlagged),
             frame_score: histogram(meter, Metric::FrameScore, SCORE_BOUNDS),
@@ -292,6 +299,7 @@ impl Instruments {
             ),
             checkpoint_commits: counter(meter, Metric::CheckpointCommits),
             checkpoint_failures: counter(meter, Metric::CheckpointFailures),
+            checkpoint_failures_by_reason: counter(meter, Metric::CheckpointFailuresByReason),
             checkpoint_duration: histogram(meter, Metric::CheckpointDuration, CHECKPOINT_BOUNDS),
             checkpoint_size: meter
                 .u64_histogram(Metric::CheckpointSize.name())

@@ -10,6 +10,7 @@ pub enum Metric {
     ObservationsReceived,
     ObservationsAccepted,
     ObservationsRejected,
+    ObservationsRejectedByReason,
     FramesEmitted,
     FramesFlagged,
     FrameScore,
@@ -21,12 +22,14 @@ pub enum Metric {
     ModelOperationDuration,
     CheckpointCommits,
     CheckpointFailures,
+    CheckpointFailuresByReason,
     CheckpointDuration,
     CheckpointSize,
     SnapshotAge,
     ReadingAge,
     OwnershipHeld,
     Quarantined,
+    MonitorInfo,
     MonitorState,
     MqttConnected,
     MqttReconnectAttempts,
@@ -50,10 +53,11 @@ pub enum Kind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 29] = [
+    pub const ALL: [Metric; 32] = [
         Self::ObservationsReceived,
         Self::ObservationsAccepted,
         Self::ObservationsRejected,
+        Self::ObservationsRejectedByReason,
         Self::FramesEmitted,
         Self::FramesFlagged,
         Self::FrameScore,
@@ -65,12 +69,14 @@ impl Metric {
         Self::ModelOperationDuration,
         Self::CheckpointCommits,
         Self::CheckpointFailures,
+        Self::CheckpointFailuresByReason,
         Self::CheckpointDuration,
         Self::CheckpointSize,
         Self::SnapshotAge,
         Self::ReadingAge,
         Self::OwnershipHeld,
         Self::Quarantined,
+        Self::MonitorInfo,
         Self::MonitorState,
         Self::MqttConnected,
         Self::MqttReconnectAttempts,
@@ -88,6 +94,7 @@ impl Metric {
             Self::ObservationsReceived => "radar.observations.received",
             Self::ObservationsAccepted => "radar.observations.accepted",
             Self::ObservationsRejected => "radar.observations.rejected",
+            Self::ObservationsRejectedByReason => "radar.observations.rejected.by_reason",
             Self::FramesEmitted => "radar.frames.emitted",
             Self::FramesFlagged => "radar.frames.flagged",
             Self::FrameScore => "radar.frame.score",
@@ -98,6 +105,7 @@ impl Metric {
             Self::ModelOperationDuration => "radar.model.operation.duration",
             Self::CheckpointCommits => "radar.checkpoint.commits",
             Self::CheckpointFailures => "radar.checkpoint.failures",
+            Self::CheckpointFailuresByReason => "radar.checkpoint.failures.by_reason",
             Self::CheckpointDuration => "radar.checkpoint.duration",
             Self::CheckpointSize => "radar.checkpoint.size",
             Self::PartialFrameValues => "radar.partial_frame.values",
@@ -105,6 +113,7 @@ impl Metric {
             Self::ReadingAge => "radar.reading.age",
             Self::OwnershipHeld => "radar.ownership.held",
             Self::Quarantined => "radar.quarantined",
+            Self::MonitorInfo => "radar.monitor.info",
             Self::MonitorState => "radar.monitor.state",
             Self::MqttConnected => "radar.mqtt.connected",
             Self::MqttReconnectAttempts => "radar.mqtt.reconnect.attempts",
@@ -123,6 +132,7 @@ impl Metric {
             Self::ObservationsReceived
             | Self::ObservationsAccepted
             | Self::ObservationsRejected
+            | Self::ObservationsRejectedByReason
             | Self::IngressQueueDepth
             | Self::IngressQueueCapacity
             | Self::PartialFrameValues
@@ -133,10 +143,13 @@ impl Metric {
             }
             Self::FrameScore => "{score}",
             Self::AlarmsOpened | Self::AlarmsClosed => "{alarm}",
-            Self::CheckpointCommits | Self::CheckpointFailures => "{checkpoint}",
+            Self::CheckpointCommits
+            | Self::CheckpointFailures
+            | Self::CheckpointFailuresByReason => "{checkpoint}",
             Self::MqttReconnectAttempts => "{attempt}",
             Self::OwnershipHeld
             | Self::Quarantined
+            | Self::MonitorInfo
             | Self::MonitorState
             | Self::MqttConnected
             | Self::DetectorPhase => "{monitor}",
@@ -155,12 +168,14 @@ impl Metric {
             Self::ObservationsReceived
             | Self::ObservationsAccepted
             | Self::ObservationsRejected
+            | Self::ObservationsRejectedByReason
             | Self::FramesEmitted
             | Self::FramesFlagged
             | Self::AlarmsOpened
             | Self::AlarmsClosed
             | Self::CheckpointCommits
             | Self::CheckpointFailures
+            | Self::CheckpointFailuresByReason
             | Self::MqttReconnectAttempts
             | Self::CoverageGapDuration
             | Self::RecoveryStaleRejected => Kind::Counter,
@@ -175,6 +190,7 @@ impl Metric {
             | Self::ReadingAge
             | Self::OwnershipHeld
             | Self::Quarantined
+            | Self::MonitorInfo
             | Self::MonitorState
             | Self::MqttConnected
             | Self::RecoveryRestoredProcessed
@@ -184,11 +200,30 @@ impl Metric {
         }
     }
 
+    /// Whether the metric has series per monitor (labelled `monitor_id`);
+    /// the others are one set of series per worker.
+    pub const fn per_monitor(self) -> bool {
+        !matches!(
+            self,
+            Self::ObservationsRejectedByReason
+                | Self::CheckpointFailuresByReason
+                | Self::FrameScore
+                | Self::ModelOperationDuration
+                | Self::CheckpointDuration
+                | Self::CheckpointSize
+        )
+    }
+
     pub const fn description(self) -> &'static str {
         match self {
             Self::ObservationsReceived => "MQTT messages received for the monitor's readings",
             Self::ObservationsAccepted => "Observations admitted by alignment",
-            Self::ObservationsRejected => "Messages or observations discarded, by reason",
+            Self::ObservationsRejected => {
+                "Messages or observations discarded, all reasons together (by reason: radar_observations_rejected_by_reason_total)"
+            }
+            Self::ObservationsRejectedByReason => {
+                "Messages or observations discarded, by reason, over all monitors of the worker"
+            }
             Self::FramesEmitted => "Aligned frames handed to the detector",
             Self::FramesFlagged => "Scored frames the detector flagged as anomalous",
             Self::FrameScore => {
@@ -205,7 +240,12 @@ impl Metric {
                 "Time the model threads spent per operation, over all monitors of the worker"
             }
             Self::CheckpointCommits => "Snapshots committed, by trigger",
-            Self::CheckpointFailures => "Checkpoint attempts that did not commit, by reason",
+            Self::CheckpointFailures => {
+                "Checkpoint attempts that did not commit, all reasons together (by reason: radar_checkpoint_failures_by_reason_total)"
+            }
+            Self::CheckpointFailuresByReason => {
+                "Checkpoint attempts that did not commit, by reason, over all monitors of the worker"
+            }
             Self::CheckpointDuration => {
                 "Time from checkpoint start to commit, over all monitors of the worker"
             }
@@ -218,6 +258,9 @@ impl Metric {
             }
             Self::OwnershipHeld => "1 while this worker holds the monitor's fencing token",
             Self::Quarantined => "1 once the monitor is quarantined",
+            Self::MonitorInfo => {
+                "1 for each monitor on the worker, labelled with its name (join other series on monitor_id)"
+            }
             Self::MonitorState => {
                 "1 for the monitor's current state (the only state series it has)"
             }

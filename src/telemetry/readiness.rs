@@ -59,8 +59,9 @@ pub(crate) struct Figures {
 pub(crate) struct Slot {
     pub id: Uuid,
     pub name: Arc<str>,
-    /// `monitor.id` and `monitor.name`, shared by every measurement.
-    pub attrs: [KeyValue; 2],
+    /// `monitor.id`, shared by every measurement (the name is only on
+    /// `radar.monitor.info`).
+    pub attrs: [KeyValue; 1],
     pub condition: Mutex<Condition>,
     pub figures: Mutex<Figures>,
     pub queue_depth: AtomicU64,
@@ -75,10 +76,7 @@ impl Slot {
         let id_value: Arc<str> = Arc::from(id.to_string());
         Self {
             id,
-            attrs: [
-                KeyValue::new(key::MONITOR_ID, id_value),
-                KeyValue::new(key::MONITOR_NAME, name.clone()),
-            ],
+            attrs: [KeyValue::new(key::MONITOR_ID, id_value)],
             name,
             condition: Mutex::default(),
             figures: Mutex::default(),
@@ -147,8 +145,8 @@ impl Slot {
 pub struct MonitorView {
     pub id: Uuid,
     pub name: String,
-    /// The `monitor.id` and `monitor.name` attributes.
-    pub attrs: [KeyValue; 2],
+    /// The `monitor.id` attribute.
+    pub attrs: [KeyValue; 1],
     pub state: MonitorState,
     pub connected: bool,
     pub detail: String,

@@ -3,11 +3,23 @@
 
 use anyhow::Context;
 use opentelemetry::{KeyValue, global};
-use opentelemetry_sdk::{Resource, metrics::SdkMeterProvider};
+use opentelemetry_sdk::{
+    Resource,
+    metrics::{Instrument, SdkMeterProvider, Stream},
+};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 /// The Prometheus text format, version 0.0.4.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// How many series one per-monitor metric may hold before the SDK folds the
+/// rest into one `otel_metric_overflow="true"` series. The SDK's default is
+/// 2,000 per metric, which a worker passes at 2,000 monitors (and at 400
+/// monitors of five readings for `radar_reading_age_seconds`, or of five gap
+/// causes); this covers 16,384 monitors for single-series metrics and 3,276
+/// for those with five series per monitor. The SDK reserves room for this
+/// many series per per-monitor metric up front (about 1 MiB each).
+pub const MAX_SERIES_PER_METRIC: usize = 16_384;
 
 /// The standard OpenTelemetry variables that name an OTLP endpoint.
 const OTLP_ENDPOINT_VARIABLES: [&str; 2] = [
@@ -78,9 +90,25 @@ pub fn build_meter_provider(
     }
     let builder = SdkMeterProvider::builder()
         .with_resource(resource.build())
+        .with_view(per_monitor_series_limit)
         .with_reader(exporter);
     let builder = with_otlp(builder, otlp)?;
     Ok((builder.build(), registry))
+}
+
+/// Raises the series limit of every per-monitor metric (see
+/// [`MAX_SERIES_PER_METRIC`]); per-worker metrics keep the SDK's default.
+fn per_monitor_series_limit(instrument: &Instrument) -> Option<Stream> {
+    let per_monitor = radar::telemetry::Metric::ALL
+        .iter()
+        .any(|m| m.name() == instrument.name() && m.per_monitor());
+    if !per_monitor {
+        return None;
+    }
+    Stream::builder()
+        .with_cardinality_limit(MAX_SERIES_PER_METRIC)
+        .build()
+        .ok()
 }
 
 #[cfg(feature = "otlp")]

@@ -165,7 +165,7 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
     let (status, text) = f.get("/metrics").await;
     assert_eq!(status, StatusCode::OK);
     let id = PUMP.to_string();
-    let me = [("monitor_id", id.as_str()), ("monitor_name", "pump")];
+    let me = [("monitor_id", id.as_str())];
     let with = |k: &'static str, v: &'static str| {
         let mut l = me.to_vec();
         l.push((k, v));
@@ -174,21 +174,27 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
     let at = |name: &str, labels: &[(&str, &str)]| {
         sample(&text, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?} in\n{text}"))
     };
+    // The name is on the info series only.
+    assert_eq!(at("radar_monitor_info", &with("monitor_name", "pump")), 1.0);
+    assert!(
+        text.lines()
+            .filter(|l| l.contains("monitor_name="))
+            .all(|l| l.starts_with("radar_monitor_info{")),
+        "monitor_name outside radar_monitor_info:\n{text}"
+    );
     assert_eq!(at("radar_observations_received_total", &me), 7.0);
     assert_eq!(at("radar_observations_accepted_total", &me), 4.0);
+    // Rejections and checkpoint failures: the monitor's total, and the
+    // worker's breakdown by reason.
+    assert_eq!(at("radar_observations_rejected_total", &me), 3.0);
+    let by_reason = "radar_observations_rejected_by_reason_total";
+    assert_eq!(at(by_reason, &[("reason", "stale")]), 2.0);
+    assert_eq!(at(by_reason, &[("reason", "not_json")]), 1.0);
+    assert_eq!(at(by_reason, &[("reason", "too_old")]), 0.0);
     assert_eq!(
-        at(
-            "radar_observations_rejected_total",
-            &with("reason", "stale")
-        ),
-        2.0
-    );
-    assert_eq!(
-        at(
-            "radar_observations_rejected_total",
-            &with("reason", "not_json")
-        ),
-        1.0
+        sample(&text, by_reason, &with("reason", "stale")),
+        None,
+        "no reason per monitor"
     );
     assert_eq!(at("radar_frames_emitted_total", &me), 3.0);
     assert_eq!(at("radar_frames_flagged_total", &me), 1.0);
@@ -214,13 +220,10 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
         ),
         1.0
     );
-    assert_eq!(
-        at(
-            "radar_checkpoint_failures_total",
-            &with("reason", "timeout")
-        ),
-        1.0
-    );
+    assert_eq!(at("radar_checkpoint_failures_total", &me), 1.0);
+    let failures = "radar_checkpoint_failures_by_reason_total";
+    assert_eq!(at(failures, &[("reason", "timeout")]), 1.0);
+    assert_eq!(at(failures, &[("reason", "database")]), 0.0);
     assert!((at("radar_checkpoint_duration_seconds_sum", &[]) - 0.02).abs() < 1e-9);
     assert_eq!(at("radar_checkpoint_size_bytes_sum", &[]), 3000.0);
     let age = at("radar_snapshot_age_seconds", &me);
@@ -300,15 +303,15 @@ async fn distributions_are_per_worker_and_no_line_carries_scope_labels() {
     // Both monitors' frames land in the one score distribution.
     assert_eq!(sample(&text, "radar_frame_score_count", &[]), Some(6.0));
     assert!(!text.contains("otel_scope_"), "scope labels in\n{text}");
-    // What stays per monitor: a bounded number of lines each (its counts by
-    // reason, gap cause and trigger, each from 0; about 55 here).
+    // What stays per monitor: a bounded number of lines each (its counts,
+    // gap causes and triggers, each from 0; 30 here).
     let id = PUMP.to_string();
     let per_monitor = text
         .lines()
         .filter(|l| l.contains(&format!("monitor_id=\"{id}\"")))
         .count();
     assert!(
-        per_monitor <= 60,
+        per_monitor <= 32,
         "{per_monitor} lines for one monitor:\n{}",
         text.lines()
             .filter(|l| l.contains(&id))
