@@ -136,7 +136,7 @@ impl Field {
     fn new(pointer: &str) -> Self {
         let token = &pointer[pointer.len().min(1)..];
         if pointer.starts_with('/') && !token.contains('/') {
-            Self::Member(token.replace("~1", "/").replace("~0", "~"))
+            Self::Member(pointer::unescape(token))
         } else {
             Self::Pointer(pointer.to_string())
         }

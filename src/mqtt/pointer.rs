@@ -19,9 +19,13 @@ pub(super) fn resolve<'a>(doc: &'a RawValue, pointer: &str) -> Option<&'a RawVal
     pointer
         .strip_prefix('/')?
         .split('/')
-        .try_fold(doc, |current, token| {
-            child(current, &token.replace("~1", "/").replace("~0", "~"))
-        })
+        .try_fold(doc, |current, token| child(current, &unescape(token)))
+}
+
+/// One reference token of a pointer as the name it stands for: `~1` is
+/// `/` and `~0` is `~` (in that order, so `~01` stays `~1`).
+pub(super) fn unescape(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
 }
 
 /// The member `token` of an object (the last one, should the name repeat,
