@@ -107,6 +107,18 @@ fn workers_run_in_production_with_the_checkpoint_key_as_a_swarm_secret() {
 }
 
 #[test]
+fn workers_may_open_enough_files_for_thousands_of_monitors() {
+    let stack = stack();
+    let nofile = &service(&stack, "radar-worker")["ulimits"]["nofile"];
+    // One descriptor per monitor (its MQTT connection), plus the pool's and
+    // the listener's: 10,000 monitors need more than a common default soft
+    // limit of 1,024 and than some hard limits (20,000 on the bench box).
+    for kind in ["soft", "hard"] {
+        assert_eq!(nofile[kind].as_u64(), Some(65536), "nofile {kind}");
+    }
+}
+
+#[test]
 fn updates_start_the_new_task_first_and_roll_back_on_failure() {
     let stack = stack();
     let deploy = &service(&stack, "radar-worker")["deploy"];

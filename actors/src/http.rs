@@ -86,7 +86,7 @@ async fn readyz(shared: web::Data<Shared>) -> impl Responder {
 }
 
 async fn metrics(shared: web::Data<Shared>) -> impl Responder {
-    match exposition::render(&shared.registry) {
+    match exposition::render(&shared.registry, &shared.board) {
         Ok(text) => HttpResponse::Ok()
             .content_type(exposition::CONTENT_TYPE)
             .body(text),

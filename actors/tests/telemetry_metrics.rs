@@ -117,12 +117,12 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
         None,
         "{text}"
     );
+    // The queue capacity is a worker setting: one line, no monitor label.
     assert_eq!(
-        value("radar_ingress_queue_capacity", &[]),
+        sample(&text, "radar_ingress_queue_capacity", &[]),
         Some(CAPACITY.parse().unwrap()),
         "{text}"
     );
-    assert_eq!(value("radar_ownership_held", &[]), Some(1.0), "{text}");
     assert_eq!(
         value("radar_monitor_state", &[("state", "connected")]),
         Some(1.0),
@@ -153,15 +153,16 @@ async fn the_commit_before_subscribing_is_counted_under_its_trigger() {
     let id = create_monitor(&db, dir.path(), "first-commit", &topic);
     let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
-    let labels = [
-        ("monitor_id", id.as_str()),
-        ("trigger", "before_subscribing"),
-    ];
+    // The monitor's total, and the worker's breakdown by trigger.
+    let me = [("monitor_id", id.as_str())];
+    let trigger = [("trigger", "before_subscribing")];
     wait_for(
         Duration::from_secs(30),
-        "radar_checkpoint_commits_total{trigger=\"before_subscribing\"} >= 1",
+        "radar_checkpoint_commits_by_trigger_total{trigger=\"before_subscribing\"} >= 1",
         || {
-            sample(&worker.metrics(), "radar_checkpoint_commits_total", &labels)
+            let text = worker.metrics();
+            sample(&text, "radar_checkpoint_commits_total", &me).filter(|n| *n >= 1.0)?;
+            sample(&text, "radar_checkpoint_commits_by_trigger_total", &trigger)
                 .filter(|n| *n >= 1.0)
         },
     );

@@ -19,8 +19,28 @@ fn monitor_toml(name: &str, prefix: &str) -> String {
         .to_toml()
 }
 
-/// The `no_data` gaps of the monitor's snapshot: whether each is closed.
-fn no_data_gaps(db: &db::TestDb, id: &str) -> Vec<bool> {
+/// Both readings at one source time: one frame.
+fn publish_frame(broker: &Mosquitto, prefix: &str, ts: i64, flow: f64, pressure: f64) {
+    broker.publish(
+        &format!("{prefix}/flow"),
+        &format!(r#"{{"ts": {ts}, "value": {flow}}}"#),
+    );
+    broker.publish(
+        &format!("{prefix}/pressure"),
+        &format!(r#"{{"ts": {ts}, "value": {pressure}}}"#),
+    );
+}
+
+/// One `no_data` gap of a snapshot: when it began (ms since the epoch) and
+/// whether it is closed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Gap {
+    from_ms: i64,
+    closed: bool,
+}
+
+/// The `no_data` gaps of the monitor's snapshot.
+fn no_data_gaps(db: &db::TestDb, id: &str) -> Vec<Gap> {
     let out = radar(db)
         .args(["snapshot", "inspect", id, "--json"])
         .output()
@@ -31,17 +51,28 @@ fn no_data_gaps(db: &db::TestDb, id: &str) -> Vec<bool> {
         .into_iter()
         .flatten()
         .filter(|g| g["cause"] == "no_data")
-        .map(|g| !g["to"].is_null())
+        .map(|g| Gap {
+            from_ms: g["from"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map_or(i64::MIN, |t| t.timestamp_millis()),
+            closed: !g["to"].is_null(),
+        })
         .collect()
 }
 
-fn status_state(db: &db::TestDb, id: &str) -> Option<String> {
+/// The monitor's row of `radar status --json`.
+fn status_row(db: &db::TestDb, id: &str) -> Option<serde_json::Value> {
     let out = radar(db).args(["status", "--json"]).output().ok()?;
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
     rows.as_array()?
         .iter()
         .find(|r| r["service_id"] == id || r["id"] == id || r["monitor_id"] == id)
-        .and_then(|r| r["state"].as_str().map(str::to_string))
+        .cloned()
+}
+
+fn status_state(db: &db::TestDb, id: &str) -> Option<String> {
+    status_row(db, id).and_then(|r| r["state"].as_str().map(str::to_string))
 }
 
 #[tokio::test]
@@ -58,22 +89,22 @@ async fn a_required_reading_that_goes_silent_is_no_data_until_frames_form_again(
     let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
 
-    // One frame first: before any frame the startup gap already covers the
-    // time, so a silence then is recorded under that gap's cause.
-    let ts = now_ms();
-    broker.publish(
-        &format!("{prefix}/flow"),
-        &format!(r#"{{"ts": {ts}, "value": 0.5}}"#),
-    );
-    broker.publish(
-        &format!("{prefix}/pressure"),
-        &format!(r#"{{"ts": {ts}, "value": 6.5}}"#),
-    );
+    // Messages published before the subscriptions are acknowledged are not
+    // delivered (nothing is retained), and the first frame would never form.
     wait_for(
         Duration::from_secs(20),
-        "/readyz 200 after the first frame",
-        || worker.get("/readyz").filter(|(c, _)| *c == 200),
+        "the monitor's subscriptions acknowledged (status connected)",
+        || status_row(&db, &id).filter(|r| r["connected"] == true),
     );
+    // One frame first. If the worker was connected for longer than the
+    // silence limit before it, that wait is a `no_data` gap of its own, closed
+    // by this frame: the gap checked below is the last one.
+    let ts = now_ms();
+    let first_frame_ms = ts;
+    publish_frame(&broker, &prefix, ts, 0.5, 6.5);
+    wait_for(Duration::from_secs(20), "the first frame processed", || {
+        status_row(&db, &id).filter(|r| radar_testkit::harness::processed(r) >= 1)
+    });
     // Then the flow reading keeps delivering; pressure goes quiet.
     broker.publish(
         &format!("{prefix}/flow"),
@@ -108,28 +139,134 @@ async fn a_required_reading_that_goes_silent_is_no_data_until_frames_form_again(
         "the status row says no_data",
         || (status_state(&db, &id).as_deref() == Some("no_data")).then_some(()),
     );
-    wait_for(
-        Duration::from_secs(20),
-        "an open no_data gap in the snapshot",
-        || (no_data_gaps(&db, &id) == [false]).then_some(()),
+    // The open gap began at the first frame or later: a wait before that frame
+    // is a gap of its own, closed by it.
+    let silence = poll::within(Duration::from_secs(20)).blocking(
+        "an open no_data gap in the snapshot, since the first frame",
+        || match no_data_gaps(&db, &id).as_slice() {
+            [.., last] if !last.closed && last.from_ms >= first_frame_ms => Ok(*last),
+            gaps => Err(format!("no_data gaps {gaps:?}")),
+        },
     );
 
     // Both readings at one source time: a frame forms, the monitor runs again.
     let ts = now_ms();
-    broker.publish(
-        &format!("{prefix}/flow"),
-        &format!(r#"{{"ts": {ts}, "value": 2.5}}"#),
-    );
-    broker.publish(
-        &format!("{prefix}/pressure"),
-        &format!(r#"{{"ts": {ts}, "value": 7.5}}"#),
-    );
+    publish_frame(&broker, &prefix, ts, 2.5, 7.5);
     wait_for(
         Duration::from_secs(20),
         "/readyz 200 once frames form",
         || worker.get("/readyz").filter(|(c, _)| *c == 200),
     );
-    wait_for(Duration::from_secs(20), "the no_data gap is closed", || {
-        (no_data_gaps(&db, &id) == [true]).then_some(())
+    poll::within(Duration::from_secs(20)).blocking("the no_data gap is closed", || {
+        let gaps = no_data_gaps(&db, &id);
+        match gaps.iter().find(|g| g.from_ms == silence.from_ms) {
+            Some(g) if g.closed && gaps.iter().all(|g| g.closed) => Ok(()),
+            _ => Err(format!("no_data gaps {gaps:?}")),
+        }
     });
+}
+
+/// Waits until the monitor's status row carries a heartbeat written at
+/// least `ms` after now: by then a tick that had nothing left to do has
+/// stopped (it checks every second).
+fn heartbeats_for(db: &db::TestDb, id: &str, ms: i64) {
+    let after = now_ms() + ms;
+    poll::within(Duration::from_secs(20)).blocking("a later heartbeat", || {
+        let beat = status_row(db, id)
+            .and_then(|r| r["heartbeat_at"].as_str().map(str::to_string))
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
+            .map(|t| t.timestamp_millis());
+        match beat {
+            Some(beat) if beat >= after => Ok(()),
+            beat => Err(format!("heartbeat at {beat:?}, waiting for {after}")),
+        }
+    });
+}
+
+/// An idle monitor has no clock-driven checks running (silent, nothing
+/// held, every checkpoint committed); each later batch must start them
+/// again: a frame lets it fall silent again after the limit, and a value
+/// that completes no frame still expires after `freshness_ms`.
+#[tokio::test]
+async fn a_monitor_that_fell_idle_watches_the_clock_again_after_new_data() {
+    let db = db::migrated_database("telemetry_no_data_rearm").await;
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = db::unique_name("rearm");
+    let toml = MonitorFile::new("rearm")
+        .readings_under(&prefix, &["flow", "pressure"])
+        .silence_ms(2000)
+        .freshness_ms(2000)
+        .to_toml();
+    let id = create_monitor_from(&db, dir.path(), "m", &toml);
+    let broker = Mosquitto::start_anonymous();
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
+
+    // Never any data: silent after the limit, and that checkpointed (before
+    // the first frame the startup gap covers the time, so no_data is only
+    // active). Nothing can fall due any more: the monitor is idle.
+    wait_for(
+        Duration::from_secs(20),
+        "the status row says no_data",
+        || (status_state(&db, &id).as_deref() == Some("no_data")).then_some(()),
+    );
+    poll::within(Duration::from_secs(20)).blocking(
+        "no_data active in the committed snapshot",
+        || {
+            let out = radar(&db)
+                .args(["snapshot", "inspect", &id, "--json"])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let active = &json["coverage"]["active"];
+            match active.as_array() {
+                Some(causes) if causes.iter().any(|c| c == "no_data") => Ok(()),
+                _ => Err(format!("active coverage causes {active}")),
+            }
+        },
+    );
+
+    heartbeats_for(&db, &id, 2500);
+
+    // A frame ends the silence; with no more data the clock must make the
+    // monitor silent again.
+    let ts = now_ms();
+    publish_frame(&broker, &prefix, ts, 0.5, 6.5);
+    poll::within(Duration::from_secs(30)).blocking(
+        "an open no_data gap from the frame on, after the limit",
+        || {
+            let gaps = no_data_gaps(&db, &id);
+            match gaps.last() {
+                Some(gap) if !gap.closed && gap.from_ms >= ts => Ok(()),
+                _ => Err(format!("no_data gaps {gaps:?}")),
+            }
+        },
+    );
+
+    heartbeats_for(&db, &id, 2500);
+
+    // Silent and idle again; one value that completes no frame is held, and
+    // expires after freshness_ms only if the clock is watched again.
+    let held = || {
+        radar_testkit::exposition::sample(
+            &worker.metrics(),
+            "radar_partial_frame_values",
+            &[("monitor_id", id.as_str())],
+        )
+    };
+    broker.publish(
+        &format!("{prefix}/flow"),
+        &format!(r#"{{"ts": {}, "value": 1.5}}"#, now_ms()),
+    );
+    poll::within(Duration::from_secs(20)).blocking("the value held", || match held() {
+        Some(v) if v >= 1.0 => Ok(()),
+        v => Err(format!("held values {v:?}")),
+    });
+    // The gauge is written only while values are held: at 0 the series goes.
+    poll::within(Duration::from_secs(20)).blocking(
+        "the held value expired after freshness_ms",
+        || match held() {
+            None | Some(0.0) => Ok(()),
+            v => Err(format!("held values {v:?}")),
+        },
+    );
 }

@@ -362,7 +362,11 @@ async fn a_quarantined_worker_retries_the_failure_record_until_postgresql_is_bac
     let (_, metrics) =
         radar_testkit::http::http_get(worker.metrics_port, "/metrics").expect("metrics");
     assert_eq!(
-        radar_testkit::exposition::sample(&metrics, "radar_quarantined", &[]),
+        radar_testkit::exposition::sample(
+            &metrics,
+            "radar_monitor_state",
+            &[("state", "quarantined")]
+        ),
         Some(1.0),
         "{metrics}"
     );

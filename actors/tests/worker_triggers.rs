@@ -135,13 +135,20 @@ async fn an_idle_monitor_checkpoints_the_gap_when_its_broker_drops_and_when_it_r
         "the committed snapshot holds the closed outage gap: {inspection:#}"
     );
     let me = [("monitor_id", id.to_string())];
-    let labels = [(me[0].0, me[0].1.as_str()), ("cause", "mqtt_outage")];
+    let labels = [(me[0].0, me[0].1.as_str())];
+    let cause = [("cause", "mqtt_outage")];
+    // The monitor's total, and the worker's breakdown by cause.
     wait_until(START, "the closed gap's length is in the metrics", || {
-        http::http_get(worker.metrics_port, "/metrics")
-            .and_then(|(_, text)| {
-                exposition::sample(&text, "radar_coverage_gap_duration_seconds_total", &labels)
-            })
-            .is_some_and(|seconds| seconds > 0.0)
+        http::http_get(worker.metrics_port, "/metrics").is_some_and(|(_, text)| {
+            let total =
+                exposition::sample(&text, "radar_coverage_gap_duration_seconds_total", &labels);
+            let by_cause = exposition::sample(
+                &text,
+                "radar_coverage_gap_duration_by_cause_seconds_total",
+                &cause,
+            );
+            total.is_some_and(|s| s > 0.0) && by_cause.is_some_and(|s| s > 0.0)
+        })
     })
     .await
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", worker.log()));

@@ -44,6 +44,8 @@ pub struct IdleReport {
     pub cpu_share: f64,
     pub scrape: ScrapeCost,
     pub rss_kib: u64,
+    /// Descriptors, threads and open-file limit at the end of the window.
+    pub holdings: system::Holdings,
     /// Rows written per second, per table (from `pg_stat_user_tables`).
     pub by_table: Vec<(String, f64)>,
     pub load_before: String,
@@ -194,6 +196,7 @@ async fn measure(env: &Env, db: &BenchDb, p: &IdleParams) -> Result<IdleReport> 
         .collect();
     let cpu_share = (cpu_after - cpu_before).as_secs_f64() / wall;
     let rss_kib = worker.rss_kib().map_or(0, |(rss, _)| rss);
+    let holdings = worker.holdings().unwrap_or_default();
 
     let scrape = scrape_cost(&worker, p.scrapes, cpu_share).await?;
     let errors = worker.log_errors();
@@ -212,6 +215,7 @@ async fn measure(env: &Env, db: &BenchDb, p: &IdleParams) -> Result<IdleReport> 
         cpu_share,
         scrape,
         rss_kib,
+        holdings,
         by_table,
         load_before,
         load_after,

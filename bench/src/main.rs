@@ -479,7 +479,19 @@ fn print_idle(r: &IdleReport) {
         r.cpu_share * 100.0,
         r.cpu_share * 100.0 * 1000.0 / p.monitors.max(1) as f64
     );
-    println!("| worker RSS | {:.1} MiB | - |", r.rss_kib as f64 / 1024.0);
+    println!(
+        "| worker RSS | {:.1} MiB ({:.1} KiB per monitor) | 100 KiB per idle monitor (at 10,000) |",
+        r.rss_kib as f64 / 1024.0,
+        r.rss_kib as f64 / p.monitors.max(1) as f64
+    );
+    println!(
+        "| worker open descriptors / threads | {} / {} (open-file limit {}) | - |",
+        r.holdings.fds,
+        r.holdings.threads,
+        r.holdings
+            .fd_limit
+            .map_or_else(|| "unknown".to_string(), |l| l.to_string())
+    );
     println!(
         "| one /metrics scrape: size | {:.2} MB, {} lines | 1 MB (at 1000 monitors) |",
         r.scrape.bytes as f64 / 1e6,

@@ -66,6 +66,35 @@ pub fn rss_kib(pid: u32) -> Option<(u64, u64)> {
     ))
 }
 
+/// What a process holds in the kernel: open descriptors (entries of
+/// /proc/PID/fd), threads, and its soft open-file limit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Holdings {
+    pub fds: usize,
+    pub threads: u64,
+    pub fd_limit: Option<u64>,
+}
+
+pub fn holdings(pid: u32) -> Option<Holdings> {
+    let fds = fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let threads = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())?;
+    let limits = fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+    let fd_limit = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok());
+    Some(Holdings {
+        fds,
+        threads,
+        fd_limit,
+    })
+}
+
 /// CPU time (user + system) a process has used so far.
 pub fn cpu_time(pid: u32) -> Option<Duration> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -119,6 +119,10 @@ impl WorkerProcess {
         system::rss_kib(self.pid())
     }
 
+    pub fn holdings(&self) -> Option<system::Holdings> {
+        system::holdings(self.pid())
+    }
+
     pub fn cpu_time(&self) -> Option<Duration> {
         system::cpu_time(self.pid())
     }

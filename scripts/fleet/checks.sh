@@ -264,7 +264,8 @@ check_stack_rm() {
 
 # Every radar_* metric named by the alerting rules and the dashboard's
 # queries is one that the running workers expose (the last /metrics
-# scrape of each task).
+# scrape of each task). A per-monitor count that is still 0 everywhere
+# (no alarm yet) has no sample, but its family is declared (# TYPE).
 check_kit_metrics() {
   local name missing=0 names
   names=$({
@@ -273,7 +274,7 @@ check_kit_metrics() {
   } | grep -o 'radar_[a-z_]*' | sort -u)
   [[ -n "$names" ]] || { why "no metric names found"; return 1; }
   for name in $names; do
-    if ! grep -qE "^${name}(\{| )" "$WORK"/metrics.*; then
+    if ! grep -qE "^(# TYPE )?${name}(\{| )" "$WORK"/metrics.*; then
       why "$name is queried but no worker exposes it"
       missing=$((missing + 1))
     fi

@@ -88,29 +88,8 @@ pub async fn publish_plant(
     }
     let mut mqtt = MqttOptions::new(&options.client_id, &options.host, options.port);
     mqtt.set_keep_alive(Duration::from_secs(30));
-    let (client, mut eventloop) = AsyncClient::new(mqtt, 1024);
-    // The event loop runs beside the tick loop and counts the broker's
-    // acknowledgements; it ends on the first error (the broker went away)
-    // or when the final disconnect has gone out.
-    let (failed_tx, mut failed) = watch::channel(None::<String>);
-    let (acked_tx, mut acked) = watch::channel(0u64);
-    let driver = tokio::spawn(async move {
-        loop {
-            match eventloop.poll().await {
-                Ok(Event::Incoming(Packet::PubAck(_))) => acked_tx.send_modify(|n| *n += 1),
-                Ok(Event::Outgoing(Outgoing::Disconnect)) => {
-                    // One more poll writes the buffered DISCONNECT out.
-                    let _ = eventloop.poll().await;
-                    return;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    let _ = failed_tx.send(Some(e.to_string()));
-                    return;
-                }
-            }
-        }
-    });
+    let (client, eventloop) = AsyncClient::new(mqtt, 1024);
+    let (driver, mut failed, acked) = spawn_driver(eventloop);
     let period = Duration::from_secs_f64(TICK_SECONDS as f64 / options.speed);
     let start = tokio::time::Instant::now();
     let mut report = PublishReport {
@@ -153,26 +132,80 @@ pub async fn publish_plant(
                 gate = None;
             }
         }
-        let now_ms = Utc::now().timestamp_millis();
-        last_ms = now_ms.max(last_ms.saturating_add(1));
-        let ts = DateTime::from_timestamp_millis(last_ms).unwrap_or_default();
-        note_windows(plant, &mut report, ts);
-        for sample in plant.step() {
-            let Some(topic) = plant.topic(&sample) else {
-                continue;
-            };
-            client
-                .publish(topic, QoS::AtLeastOnce, false, payload(ts, sample.value))
-                .await
-                .map_err(|e| DemoError::Publish(format!("cannot queue a message: {e}")))?;
-            report.messages += 1;
-        }
-        report.first_ts.get_or_insert(ts);
-        report.last_ts = Some(ts);
-        report.ticks += 1;
+        publish_tick(plant, &client, &mut report, &mut last_ms).await?;
     };
-    // Stop only once the broker has acknowledged every message, so the last
-    // ticks are not lost with the connection.
+    finish(client, driver, acked, report, result).await
+}
+
+/// Runs the event loop beside the tick loop: it counts the broker's
+/// acknowledgements and ends on the first error (the broker went away, sent
+/// on the first receiver) or when the final disconnect has gone out.
+fn spawn_driver(
+    mut eventloop: rumqttc::EventLoop,
+) -> (
+    tokio::task::JoinHandle<()>,
+    watch::Receiver<Option<String>>,
+    watch::Receiver<u64>,
+) {
+    let (failed_tx, failed) = watch::channel(None::<String>);
+    let (acked_tx, acked) = watch::channel(0u64);
+    let driver = tokio::spawn(async move {
+        loop {
+            match eventloop.poll().await {
+                Ok(Event::Incoming(Packet::PubAck(_))) => acked_tx.send_modify(|n| *n += 1),
+                Ok(Event::Outgoing(Outgoing::Disconnect)) => {
+                    // One more poll writes the buffered DISCONNECT out.
+                    let _ = eventloop.poll().await;
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = failed_tx.send(Some(e.to_string()));
+                    return;
+                }
+            }
+        }
+    });
+    (driver, failed, acked)
+}
+
+/// Publishes one plant tick, every reading at one payload time that is
+/// newer than the last tick's.
+async fn publish_tick(
+    plant: &mut Plant,
+    client: &AsyncClient,
+    report: &mut PublishReport,
+    last_ms: &mut i64,
+) -> Result<(), DemoError> {
+    let now_ms = Utc::now().timestamp_millis();
+    *last_ms = now_ms.max(last_ms.saturating_add(1));
+    let ts = DateTime::from_timestamp_millis(*last_ms).unwrap_or_default();
+    note_windows(plant, report, ts);
+    for sample in plant.step() {
+        let Some(topic) = plant.topic(&sample) else {
+            continue;
+        };
+        client
+            .publish(topic, QoS::AtLeastOnce, false, payload(ts, sample.value))
+            .await
+            .map_err(|e| DemoError::Publish(format!("cannot queue a message: {e}")))?;
+        report.messages += 1;
+    }
+    report.first_ts.get_or_insert(ts);
+    report.last_ts = Some(ts);
+    report.ticks += 1;
+    Ok(())
+}
+
+/// Disconnects only once the broker has acknowledged every message, so the
+/// last ticks are not lost with the connection.
+async fn finish(
+    client: AsyncClient,
+    driver: tokio::task::JoinHandle<()>,
+    mut acked: watch::Receiver<u64>,
+    report: PublishReport,
+    result: Result<(), DemoError>,
+) -> Result<PublishReport, DemoError> {
     let messages = report.messages;
     let flushed = tokio::time::timeout(FLUSH_DEADLINE, acked.wait_for(|n| *n >= messages))
         .await

@@ -125,8 +125,54 @@ impl Default for DetectorSettings {
 impl DetectorSettings {
     /// Field errors under the given prefix (e.g. `detector`).
     pub fn validate(&self, prefix: &str, readings: usize) -> Vec<FieldError> {
-        let mut errors = Vec::new();
         let field = |name: &str| format!("{prefix}.{name}");
+        let mut errors = self.sample_errors(&field, readings);
+        errors.extend(self.weight_errors(&field));
+        if let Some(change) = &self.change {
+            errors.extend(change.validate(&field, self.training_frames, self.calibration_frames));
+            if change.readings.len() >= readings {
+                errors.push(FieldError::new(
+                    field("change.readings"),
+                    format!(
+                        "{} of {readings} readings are change readings: at least one must stay in the level model",
+                        change.readings.len()
+                    ),
+                ));
+            }
+        }
+        let at_least_one = [
+            ("health_window", self.health_window),
+            ("health_refresh_frames", self.health_refresh_frames),
+            ("alarm.open_n", self.alarm.open_n),
+        ];
+        for (name, value) in at_least_one {
+            if value == 0 {
+                errors.push(FieldError::new(field(name), "must be at least 1"));
+            }
+        }
+        let alarm = &self.alarm;
+        if alarm.open_k == 0 || alarm.open_k > alarm.open_n {
+            errors.push(FieldError::new(
+                field("alarm.open_k"),
+                format!(
+                    "{} must be between 1 and open_n ({})",
+                    alarm.open_k, alarm.open_n
+                ),
+            ));
+        }
+        if alarm.close_m == 0 {
+            errors.push(FieldError::new(
+                field("alarm.close_m"),
+                "must be at least 1",
+            ));
+        }
+        errors
+    }
+
+    /// Enough training frames for the readings, a false-alarm rate that is a
+    /// probability, and enough calibration frames to calibrate it.
+    fn sample_errors(&self, field: &dyn Fn(&str) -> String, readings: usize) -> Vec<FieldError> {
+        let mut errors = Vec::new();
         if self.training_frames < 2 || self.training_frames <= readings {
             errors.push(FieldError::new(
                 field("training_frames"),
@@ -155,35 +201,42 @@ impl DetectorSettings {
                 ));
             }
         }
-        let ev = self.explained_variance;
-        if !(ev.is_finite() && ev > 0.0 && ev <= 1.0) {
-            errors.push(FieldError::new(
-                field("explained_variance"),
-                format!("{ev} is not a share in (0, 1]"),
-            ));
-        }
-        let w = self.feature_smoothing;
-        if !(w.is_finite() && w > 0.0 && w <= 1.0) {
-            errors.push(FieldError::new(
-                field("feature_smoothing"),
-                format!("{w} is not a weight in (0, 1]; 1 turns smoothing off"),
-            ));
-        }
-        let w = self.score_smoothing;
-        if !(w.is_finite() && w > 0.0 && w <= 1.0) {
-            errors.push(FieldError::new(
-                field("score_smoothing"),
-                format!("{w} is not a weight in (0, 1]; 1 turns smoothing off"),
-            ));
-        }
+        errors
+    }
+
+    /// Shares and smoothing weights in (0, 1], and a positive clip.
+    fn weight_errors(&self, field: &dyn Fn(&str) -> String) -> Vec<FieldError> {
+        let in_unit = |w: f64| w.is_finite() && w > 0.0 && w <= 1.0;
+        let mut weights = vec![
+            (
+                "explained_variance",
+                self.explained_variance,
+                "is not a share in (0, 1]",
+            ),
+            (
+                "feature_smoothing",
+                self.feature_smoothing,
+                "is not a weight in (0, 1]; 1 turns smoothing off",
+            ),
+            (
+                "score_smoothing",
+                self.score_smoothing,
+                "is not a weight in (0, 1]; 1 turns smoothing off",
+            ),
+        ];
         if let Some(level) = &self.level_tracking {
-            let w = level.weight;
-            if !(w.is_finite() && w > 0.0 && w <= 1.0) {
-                errors.push(FieldError::new(
-                    field("level_tracking.weight"),
-                    format!("{w} is not a weight in (0, 1]"),
-                ));
-            }
+            weights.push((
+                "level_tracking.weight",
+                level.weight,
+                "is not a weight in (0, 1]",
+            ));
+        }
+        let mut errors: Vec<FieldError> = weights
+            .into_iter()
+            .filter(|(_, w, _)| !in_unit(*w))
+            .map(|(name, w, what)| FieldError::new(field(name), format!("{w} {what}")))
+            .collect();
+        if let Some(level) = &self.level_tracking {
             let c = level.clip;
             if !(c.is_finite() && c > 0.0) {
                 errors.push(FieldError::new(
@@ -191,49 +244,6 @@ impl DetectorSettings {
                     format!("{c} must be a positive number of robust deviations"),
                 ));
             }
-        }
-        if let Some(change) = &self.change {
-            errors.extend(change.validate(&field, self.training_frames, self.calibration_frames));
-            if change.readings.len() >= readings {
-                errors.push(FieldError::new(
-                    field("change.readings"),
-                    format!(
-                        "{} of {readings} readings are change readings: at least one must stay in the level model",
-                        change.readings.len()
-                    ),
-                ));
-            }
-        }
-        if self.health_window == 0 {
-            errors.push(FieldError::new(
-                field("health_window"),
-                "must be at least 1",
-            ));
-        }
-        if self.health_refresh_frames == 0 {
-            errors.push(FieldError::new(
-                field("health_refresh_frames"),
-                "must be at least 1",
-            ));
-        }
-        let alarm = &self.alarm;
-        if alarm.open_n == 0 {
-            errors.push(FieldError::new(field("alarm.open_n"), "must be at least 1"));
-        }
-        if alarm.open_k == 0 || alarm.open_k > alarm.open_n {
-            errors.push(FieldError::new(
-                field("alarm.open_k"),
-                format!(
-                    "{} must be between 1 and open_n ({})",
-                    alarm.open_k, alarm.open_n
-                ),
-            ));
-        }
-        if alarm.close_m == 0 {
-            errors.push(FieldError::new(
-                field("alarm.close_m"),
-                "must be at least 1",
-            ));
         }
         errors
     }

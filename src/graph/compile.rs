@@ -29,147 +29,17 @@ impl CompiledGraph {
         check_name(&definition, &mut errors);
         let readings = check_readings(&definition, &mut errors);
         errors.extend(definition.alignment.validate("alignment"));
-
-        let mut ids: HashMap<&str, usize> = HashMap::new();
-        for (i, node) in definition.nodes.iter().enumerate() {
-            if node.id.trim().is_empty() || node.id.len() > 64 {
-                errors.push(FieldError::new(
-                    format!("nodes[{i}].id"),
-                    "must be 1 to 64 bytes, not blank",
-                ));
-            } else if ids.insert(node.id.as_str(), i).is_some() {
-                errors.push(FieldError::new(
-                    node_field(&node.id, "id"),
-                    format!("duplicate node id {:?}", node.id),
-                ));
-            }
-            if !(node.layout.x.is_finite() && node.layout.y.is_finite()) {
-                errors.push(FieldError::new(
-                    node_field(&node.id, "layout"),
-                    "x and y must be finite",
-                ));
-            }
-        }
-
-        let mut inputs: Vec<Vec<usize>> = vec![Vec::new(); definition.nodes.len()];
-        let mut consumers = vec![0usize; definition.nodes.len()];
-        let mut seen_edges = HashSet::new();
-        for (i, edge) in definition.edges.iter().enumerate() {
-            let from = ids.get(edge.from.as_str()).copied();
-            let to = ids.get(edge.to.as_str()).copied();
-            for (end, id) in [(from, &edge.from), (to, &edge.to)] {
-                if end.is_none() {
-                    errors.push(FieldError::new(
-                        format!("edges[{i}]"),
-                        format!("names node {id:?}, which does not exist"),
-                    ));
-                }
-            }
-            if let (Some(from), Some(to)) = (from, to) {
-                if !seen_edges.insert((from, to)) {
-                    errors.push(FieldError::new(
-                        format!("edges[{i}]"),
-                        format!("duplicate edge {} -> {}", edge.from, edge.to),
-                    ));
-                    continue;
-                }
-                inputs[to].push(from);
-                consumers[from] += 1;
-            }
-        }
-
-        let mut specs = Vec::with_capacity(definition.nodes.len());
-        for (i, node) in definition.nodes.iter().enumerate() {
-            match NodeSpec::parse(&node.node_type, &node.params) {
-                Ok(spec) => {
-                    let prefix = node_field(&node.id, "params");
-                    errors.extend(spec.validate(&prefix, inputs[i].len()));
-                    if let NodeSpec::Detector(settings) = &spec {
-                        // Change readings name the detector's input nodes.
-                        for name in settings.change.iter().flat_map(|c| &c.readings) {
-                            if !inputs[i].iter().any(|&j| &definition.nodes[j].id == name) {
-                                errors.push(FieldError::new(
-                                    format!("{prefix}.change.readings"),
-                                    format!("{name:?} is not an input node of this detector"),
-                                ));
-                            }
-                        }
-                    }
-                    specs.push(Some(spec));
-                }
-                Err(e) => {
-                    errors.push(FieldError::new(node_field(&node.id, "type"), e));
-                    specs.push(None);
-                }
-            }
-        }
-
-        let mut reading_index = vec![None; definition.nodes.len()];
-        let mut used_readings = HashSet::new();
-        let mut sinks = Vec::new();
-        for (i, node) in definition.nodes.iter().enumerate() {
-            let Some(spec) = &specs[i] else { continue };
-            check_ports(
-                node.id.as_str(),
-                spec,
-                &inputs[i],
-                &specs,
-                &definition,
-                &mut errors,
-            );
-            if let NodeSpec::Reading(p) = spec {
-                match readings.get(p.reading.as_str()) {
-                    Some(&index) => {
-                        reading_index[i] = Some(index);
-                        used_readings.insert(index);
-                    }
-                    None => errors.push(FieldError::new(
-                        node_field(&node.id, "params.reading"),
-                        format!("{:?} is not one of the graph's readings", p.reading),
-                    )),
-                }
-            }
-            match spec.output() {
-                None => sinks.push(node.id.as_str()),
-                Some(_) if consumers[i] == 0 => errors.push(FieldError::new(
-                    node_field(&node.id, "edges"),
-                    "its output is not used by any node",
-                )),
-                Some(_) => {}
-            }
-        }
-        if sinks.len() != 1 {
-            errors.push(FieldError::new(
-                "nodes",
-                format!(
-                    "a graph needs exactly one alarm sink, found {}",
-                    sinks.len()
-                ),
-            ));
-        }
-        for (index, reading) in definition.readings.iter().enumerate() {
-            if !used_readings.contains(&index) {
-                errors.push(FieldError::new(
-                    format!("readings.{}", reading.name),
-                    "no reading node uses it; remove it or add a source node",
-                ));
-            }
-        }
-
-        let order = match topological_order(&inputs) {
-            Ok(order) => order,
-            Err(cycle) => {
-                let names: Vec<&str> = cycle
-                    .iter()
-                    .map(|&i| definition.nodes[i].id.as_str())
-                    .collect();
-                errors.push(FieldError::new(
-                    node_field(names.first().copied().unwrap_or(""), "edges"),
-                    format!("the graph has a cycle through {}", names.join(", ")),
-                ));
-                Vec::new()
-            }
+        let ids = check_node_ids(&definition, &mut errors);
+        let (inputs, consumers) = wire_edges(&definition, &ids, &mut errors);
+        let specs = parse_specs(&definition, &inputs, &mut errors);
+        let wiring = Wiring {
+            definition: &definition,
+            specs: &specs,
+            inputs: &inputs,
+            consumers: &consumers,
         };
+        let reading_index = wiring.check_nodes(&readings, &mut errors);
+        let order = execution_order(&definition, &inputs, &mut errors);
         if !errors.is_empty() {
             return Err(GraphError::Invalid(FieldErrors(errors)));
         }
@@ -247,6 +117,205 @@ impl CompiledGraph {
 /// The field name for something wrong with a node.
 pub(super) fn node_field(id: &str, what: &str) -> String {
     format!("nodes.{id}.{what}")
+}
+
+/// Node ids: 1 to 64 bytes, unique; layouts finite. Returns id -> index.
+fn check_node_ids<'a>(
+    definition: &'a GraphDefinition,
+    errors: &mut Vec<FieldError>,
+) -> HashMap<&'a str, usize> {
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    for (i, node) in definition.nodes.iter().enumerate() {
+        if node.id.trim().is_empty() || node.id.len() > 64 {
+            errors.push(FieldError::new(
+                format!("nodes[{i}].id"),
+                "must be 1 to 64 bytes, not blank",
+            ));
+        } else if ids.insert(node.id.as_str(), i).is_some() {
+            errors.push(FieldError::new(
+                node_field(&node.id, "id"),
+                format!("duplicate node id {:?}", node.id),
+            ));
+        }
+        if !(node.layout.x.is_finite() && node.layout.y.is_finite()) {
+            errors.push(FieldError::new(
+                node_field(&node.id, "layout"),
+                "x and y must be finite",
+            ));
+        }
+    }
+    ids
+}
+
+/// Edges between existing nodes, each once. Returns per node its inputs (in
+/// edge order) and how many nodes consume its output.
+fn wire_edges(
+    definition: &GraphDefinition,
+    ids: &HashMap<&str, usize>,
+    errors: &mut Vec<FieldError>,
+) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let mut inputs: Vec<Vec<usize>> = vec![Vec::new(); definition.nodes.len()];
+    let mut consumers = vec![0usize; definition.nodes.len()];
+    let mut seen_edges = HashSet::new();
+    for (i, edge) in definition.edges.iter().enumerate() {
+        let from = ids.get(edge.from.as_str()).copied();
+        let to = ids.get(edge.to.as_str()).copied();
+        for (end, id) in [(from, &edge.from), (to, &edge.to)] {
+            if end.is_none() {
+                errors.push(FieldError::new(
+                    format!("edges[{i}]"),
+                    format!("names node {id:?}, which does not exist"),
+                ));
+            }
+        }
+        if let (Some(from), Some(to)) = (from, to) {
+            if !seen_edges.insert((from, to)) {
+                errors.push(FieldError::new(
+                    format!("edges[{i}]"),
+                    format!("duplicate edge {} -> {}", edge.from, edge.to),
+                ));
+                continue;
+            }
+            inputs[to].push(from);
+            consumers[from] += 1;
+        }
+    }
+    (inputs, consumers)
+}
+
+/// Each node's type and parameters (`None` where they do not parse); a
+/// detector's change readings must name its input nodes.
+fn parse_specs(
+    definition: &GraphDefinition,
+    inputs: &[Vec<usize>],
+    errors: &mut Vec<FieldError>,
+) -> Vec<Option<NodeSpec>> {
+    let mut specs = Vec::with_capacity(definition.nodes.len());
+    for (i, node) in definition.nodes.iter().enumerate() {
+        match NodeSpec::parse(&node.node_type, &node.params) {
+            Ok(spec) => {
+                let prefix = node_field(&node.id, "params");
+                errors.extend(spec.validate(&prefix, inputs[i].len()));
+                if let NodeSpec::Detector(settings) = &spec {
+                    // Change readings name the detector's input nodes.
+                    for name in settings.change.iter().flat_map(|c| &c.readings) {
+                        if !inputs[i].iter().any(|&j| &definition.nodes[j].id == name) {
+                            errors.push(FieldError::new(
+                                format!("{prefix}.change.readings"),
+                                format!("{name:?} is not an input node of this detector"),
+                            ));
+                        }
+                    }
+                }
+                specs.push(Some(spec));
+            }
+            Err(e) => {
+                errors.push(FieldError::new(node_field(&node.id, "type"), e));
+                specs.push(None);
+            }
+        }
+    }
+    specs
+}
+
+/// The parsed nodes and the edges between them.
+struct Wiring<'a> {
+    definition: &'a GraphDefinition,
+    specs: &'a [Option<NodeSpec>],
+    inputs: &'a [Vec<usize>],
+    consumers: &'a [usize],
+}
+
+impl Wiring<'_> {
+    /// Ports that match, reading nodes that name the graph's readings (each
+    /// reading used), every output consumed, exactly one alarm sink.
+    /// Returns per node the frame index of its reading.
+    fn check_nodes(
+        &self,
+        readings: &HashMap<&str, usize>,
+        errors: &mut Vec<FieldError>,
+    ) -> Vec<Option<usize>> {
+        let Self {
+            definition,
+            specs,
+            inputs,
+            consumers,
+        } = *self;
+        let mut reading_index = vec![None; definition.nodes.len()];
+        let mut used_readings = HashSet::new();
+        let mut sinks = Vec::new();
+        for (i, node) in definition.nodes.iter().enumerate() {
+            let Some(spec) = &specs[i] else { continue };
+            check_ports(
+                node.id.as_str(),
+                spec,
+                &inputs[i],
+                specs,
+                definition,
+                errors,
+            );
+            if let NodeSpec::Reading(p) = spec {
+                match readings.get(p.reading.as_str()) {
+                    Some(&index) => {
+                        reading_index[i] = Some(index);
+                        used_readings.insert(index);
+                    }
+                    None => errors.push(FieldError::new(
+                        node_field(&node.id, "params.reading"),
+                        format!("{:?} is not one of the graph's readings", p.reading),
+                    )),
+                }
+            }
+            match spec.output() {
+                None => sinks.push(node.id.as_str()),
+                Some(_) if consumers[i] == 0 => errors.push(FieldError::new(
+                    node_field(&node.id, "edges"),
+                    "its output is not used by any node",
+                )),
+                Some(_) => {}
+            }
+        }
+        if sinks.len() != 1 {
+            errors.push(FieldError::new(
+                "nodes",
+                format!(
+                    "a graph needs exactly one alarm sink, found {}",
+                    sinks.len()
+                ),
+            ));
+        }
+        for (index, reading) in definition.readings.iter().enumerate() {
+            if !used_readings.contains(&index) {
+                errors.push(FieldError::new(
+                    format!("readings.{}", reading.name),
+                    "no reading node uses it; remove it or add a source node",
+                ));
+            }
+        }
+        reading_index
+    }
+}
+
+/// The nodes in a topological order, or an error naming a cycle.
+fn execution_order(
+    definition: &GraphDefinition,
+    inputs: &[Vec<usize>],
+    errors: &mut Vec<FieldError>,
+) -> Vec<usize> {
+    match topological_order(inputs) {
+        Ok(order) => order,
+        Err(cycle) => {
+            let names: Vec<&str> = cycle
+                .iter()
+                .map(|&i| definition.nodes[i].id.as_str())
+                .collect();
+            errors.push(FieldError::new(
+                node_field(names.first().copied().unwrap_or(""), "edges"),
+                format!("the graph has a cycle through {}", names.join(", ")),
+            ));
+            Vec::new()
+        }
+    }
 }
 
 fn check_name(definition: &GraphDefinition, errors: &mut Vec<FieldError>) {

@@ -29,6 +29,16 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// Every trigger, in declaration order.
+    pub const ALL: [Trigger; 6] = [
+        Self::BeforeSubscribing,
+        Self::PhaseChange,
+        Self::FrameInterval,
+        Self::MaxInterval,
+        Self::CoverageChange,
+        Self::Shutdown,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::BeforeSubscribing => "before_subscribing",
@@ -221,6 +231,18 @@ impl CheckpointPolicy {
         {
             self.outstanding.retain(|(a, _)| *a != attempt);
         }
+    }
+
+    /// True when no time passing can make a checkpoint due or the model
+    /// stalled: nothing is requested or uncommitted, no checkpoint waits
+    /// for its commit and no evidence batch failed. Only a new event (a
+    /// frame, a request, a started checkpoint) ends it, so a caller need
+    /// not watch the clock meanwhile.
+    pub fn quiet(&self) -> bool {
+        self.pending.is_none()
+            && self.uncommitted_since.is_none()
+            && self.outstanding.is_empty()
+            && self.failed_batch_since.is_none()
     }
 
     /// True when a started checkpoint has gone longer than the timeout
@@ -442,7 +464,60 @@ mod tests {
         assert!(p.due(secs(t0, 30)).is_some(), "a commit ends the pause");
     }
 
+    #[test]
+    fn a_policy_is_quiet_only_once_every_change_has_committed() {
+        let t0 = Instant::now();
+        let mut p = CheckpointPolicy::new(limits());
+        assert!(p.quiet(), "a new policy has nothing to do");
+        p.on_frames(1, t0);
+        assert!(!p.quiet(), "the max interval can fall due");
+        let (_, attempt) = p.started(t0);
+        assert!(
+            !p.quiet(),
+            "the stall clock runs while the write is in flight"
+        );
+        p.committed(attempt);
+        assert!(p.quiet());
+        p.batch_failed(t0);
+        assert!(!p.quiet(), "a failed batch can stall the model");
+        p.batch_committed();
+        assert!(p.quiet());
+    }
+
     proptest::proptest! {
+        /// Whatever happened before: once the policy is quiet, no amount of
+        /// time passing makes a checkpoint due or the model stalled.
+        #[test]
+        fn a_quiet_policy_stays_idle_whatever_the_clock_says(
+            steps in proptest::collection::vec((0u8..6, 0u64..40), 1..40),
+            later in proptest::collection::vec(0u64..100_000, 1..10),
+        ) {
+            let t0 = Instant::now();
+            let mut p = CheckpointPolicy::new(limits());
+            let mut now = 0u64;
+            let mut attempts = Vec::new();
+            for (kind, advance) in steps {
+                now += advance;
+                let at = secs(t0, now);
+                match kind {
+                    0 => { p.on_frames(1, at); }
+                    1 => { p.request(Trigger::CoverageChange, at); }
+                    2 => attempts.push(p.started(at)),
+                    3 => if let Some((_, attempt)) = attempts.pop() { p.committed(attempt); },
+                    4 => if let Some((trigger, attempt)) = attempts.pop() { p.failed(attempt, trigger, at); },
+                    _ => p.batch_failed(at),
+                }
+                if p.quiet() {
+                    for after in &later {
+                        let mut q = p.clone();
+                        let at = secs(t0, now + after);
+                        proptest::prop_assert_eq!(q.due(at), None);
+                        proptest::prop_assert!(!q.stalled(at));
+                    }
+                }
+            }
+        }
+
         /// Whatever the mix of frames, requests and ticks: while every
         /// checkpoint commits within the timeout of its start, the model
         /// never stalls; and once one has been outstanding longer, it does.

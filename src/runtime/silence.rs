@@ -99,6 +99,14 @@ impl Silence {
         Some(SilenceChange::Started { from })
     }
 
+    /// True when the clock alone can make the monitor silent: it is
+    /// connected, not silent yet, and has required readings. Otherwise only
+    /// an event changes it (a connection, a frame), so a caller need not
+    /// call [`Silence::check`] meanwhile.
+    pub fn can_change(&self) -> bool {
+        self.watching_since.is_some() && !self.silent && !self.required.is_empty()
+    }
+
     pub fn is_silent(&self) -> bool {
         self.silent
     }
@@ -180,6 +188,50 @@ false_alarm_rate = 0.05
         s.accepted(1, at(30));
         assert_eq!(s.frame(at(30)), Some(SilenceChange::Ended { at: at(30) }));
         assert!(!s.is_silent());
+    }
+
+    #[test]
+    fn only_a_connected_watch_that_is_not_silent_yet_can_change_with_time() {
+        let mut s = Silence::new(&config());
+        assert!(!s.can_change(), "not connected");
+        s.connected(at(0));
+        assert!(s.can_change());
+        assert!(s.check(at(20)).is_some());
+        assert!(!s.can_change(), "silent: only a frame ends it");
+        assert_eq!(s.check(at(10_000)), None);
+        s.frame(at(30));
+        assert!(s.can_change(), "data again: it can fall silent again");
+        s.disconnected(at(31));
+        assert!(
+            !s.can_change(),
+            "disconnected: the outage explains the time"
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the events: while `can_change` is false, checking at any
+        /// later time changes nothing.
+        #[test]
+        fn a_watch_that_cannot_change_reports_nothing_at_any_later_time(
+            events in proptest::collection::vec((0u8..5, 0i64..30), 1..30),
+            later in 0i64..100_000,
+        ) {
+            let mut s = Silence::new(&config());
+            let mut now = 0i64;
+            for (kind, advance) in events {
+                now += advance;
+                match kind {
+                    0 => s.connected(at(now)),
+                    1 => { s.disconnected(at(now)); }
+                    2 => { s.accepted((now % 2) as usize, at(now)); }
+                    3 => { s.frame(at(now)); }
+                    _ => { s.check(at(now)); }
+                }
+                if !s.can_change() {
+                    proptest::prop_assert_eq!(s.clone().check(at(now + later)), None);
+                }
+            }
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use opentelemetry::KeyValue;
 use tracing::{debug, error, info, trace, warn};
 
 use super::{
+    counts::Count,
     handle::MonitorTelemetry,
     labels::{CheckpointFailure, DetectorPhase, ModelOperation, RejectReason, key},
     readiness::Recovery,
@@ -40,9 +41,7 @@ pub struct ObservationsReceived {
 impl InternalEvent for ObservationsReceived {
     fn emit(self, m: &MonitorTelemetry) {
         trace!(monitor_id = %m.id(), count = self.count, "Observations received.");
-        m.instruments
-            .observations_received
-            .add(self.count, m.attrs());
+        m.count(Count::Received, self.count);
     }
 }
 
@@ -55,9 +54,7 @@ pub struct ObservationsAccepted {
 impl InternalEvent for ObservationsAccepted {
     fn emit(self, m: &MonitorTelemetry) {
         trace!(monitor_id = %m.id(), count = self.count, "Observations accepted.");
-        m.instruments
-            .observations_accepted
-            .add(self.count, m.attrs());
+        m.count(Count::Accepted, self.count);
     }
 }
 
@@ -78,9 +75,7 @@ impl InternalEvent for ObservationsRejected {
         );
         // The total per monitor, the breakdown per worker: 22 reasons per
         // monitor would be most of a fleet's exposition.
-        m.instruments
-            .observations_rejected
-            .add(self.count, m.attrs());
+        m.count(Count::Rejected, self.count);
         m.instruments
             .observations_rejected_by_reason
             .add(self.count, &[reason(self.reason.as_str())]);
@@ -136,7 +131,7 @@ pub struct FramesEmitted {
 impl InternalEvent for FramesEmitted {
     fn emit(self, m: &MonitorTelemetry) {
         trace!(monitor_id = %m.id(), count = self.count, "Frames emitted.");
-        m.instruments.frames_emitted.add(self.count, m.attrs());
+        m.count(Count::FramesEmitted, self.count);
     }
 }
 
@@ -156,7 +151,7 @@ impl InternalEvent for FrameScored {
             m.instruments.frame_score.record(self.score, &[]);
         }
         if self.flagged {
-            m.instruments.frames_flagged.add(1, m.attrs());
+            m.count(Count::FramesFlagged, 1);
         }
     }
 }
@@ -168,7 +163,7 @@ pub struct AlarmOpened;
 impl InternalEvent for AlarmOpened {
     fn emit(self, m: &MonitorTelemetry) {
         warn!(monitor_id = %m.id(), monitor_name = m.name(), "Alarm opened.");
-        m.instruments.alarms_opened.add(1, m.attrs());
+        m.count(Count::AlarmsOpened, 1);
     }
 }
 
@@ -179,7 +174,7 @@ pub struct AlarmClosed;
 impl InternalEvent for AlarmClosed {
     fn emit(self, m: &MonitorTelemetry) {
         info!(monitor_id = %m.id(), monitor_name = m.name(), "Alarm closed.");
-        m.instruments.alarms_closed.add(1, m.attrs());
+        m.count(Count::AlarmsClosed, 1);
     }
 }
 
@@ -224,9 +219,11 @@ impl InternalEvent for CheckpointCommitted {
             bytes = self.bytes,
             "Checkpoint committed."
         );
+        // The total per monitor, the breakdown by trigger per worker.
+        m.count(Count::CheckpointCommits, 1);
         m.instruments
-            .checkpoint_commits
-            .add(1, &m.attrs_with(key::TRIGGER, self.trigger.as_str()));
+            .checkpoint_commits_by_trigger
+            .add(1, &[KeyValue::new(key::TRIGGER, self.trigger.as_str())]);
         m.instruments
             .checkpoint_duration
             .record(self.duration.as_secs_f64(), &[]);
@@ -252,7 +249,7 @@ impl InternalEvent for CheckpointFailed<'_> {
             error = self.error,
             "Checkpoint failed; pending results stay queued."
         );
-        m.instruments.checkpoint_failures.add(1, m.attrs());
+        m.count(Count::CheckpointFailures, 1);
         m.instruments
             .checkpoint_failures_by_reason
             .add(1, &[reason(self.reason.as_str())]);
@@ -411,7 +408,7 @@ impl InternalEvent for ConnectionChanged<'_> {
             } => {}
             ConnectionEvent::Retrying { reason, .. } => {
                 m.disconnect(reason);
-                m.instruments.mqtt_reconnect_attempts.add(1, m.attrs());
+                m.count(Count::ReconnectAttempts, 1);
             }
             ConnectionEvent::Stopped { .. } => m.disconnect("ingestion stopped"),
         }
@@ -459,7 +456,7 @@ impl InternalEvent for ReconnectAttempted {
             delay_seconds = self.delay.as_secs_f64(),
             "Reconnecting to the broker."
         );
-        m.instruments.mqtt_reconnect_attempts.add(1, m.attrs());
+        m.count(Count::ReconnectAttempts, 1);
     }
 }
 
@@ -478,10 +475,12 @@ impl InternalEvent for CoverageGapClosed {
             seconds = self.duration.as_secs_f64(),
             "Coverage gap closed."
         );
-        m.instruments.coverage_gap_duration.add(
-            self.duration.as_secs_f64(),
-            &m.attrs_with(key::CAUSE, self.cause.as_str()),
-        );
+        // The total per monitor, the breakdown by cause per worker.
+        let seconds = self.duration.as_secs_f64();
+        m.add_gap_seconds(seconds);
+        m.instruments
+            .coverage_gap_duration_by_cause
+            .add(seconds, &[KeyValue::new(key::CAUSE, self.cause.as_str())]);
     }
 }
 

@@ -11,9 +11,13 @@ use chrono::{DateTime, Utc};
 use opentelemetry::{KeyValue, metrics::Meter};
 use uuid::Uuid;
 
-use crate::{coverage::GapCause, runtime::ExitReason};
+use crate::{
+    coverage::GapCause,
+    runtime::{ExitReason, Trigger},
+};
 
 use super::{
+    counts::Count,
     events::InternalEvent,
     instruments::Instruments,
     labels::{CheckpointFailure, DetectorPhase, RejectReason, key},
@@ -34,7 +38,7 @@ impl Telemetry {
     /// Builds the instruments on `meter`, with a fresh board.
     pub fn new(meter: &Meter) -> Self {
         let board = Board::new();
-        let instruments = Arc::new(Instruments::new(meter, &board));
+        let instruments = Arc::new(Instruments::new(meter));
         register_every_reason(&instruments);
         Self { instruments, board }
     }
@@ -51,14 +55,12 @@ impl Telemetry {
 
     /// Admits a monitor: it appears on the board as `starting` (replacing any
     /// earlier entry with the same id) and the returned handle records its
-    /// metrics, labelled with `monitor.id` (its name is on `radar.monitor.info`).
+    /// metrics, labelled with `monitor_id` (its name is on `radar_monitor_info`).
     pub fn monitor(&self, id: Uuid, name: &str) -> MonitorTelemetry {
-        let handle = MonitorTelemetry {
+        MonitorTelemetry {
             instruments: self.instruments.clone(),
             slot: self.board.admit(id, name),
-        };
-        handle.register_every_counter();
-        handle
+        }
     }
 
     /// Takes a monitor off the board once it is no longer admitted here.
@@ -67,9 +69,9 @@ impl Telemetry {
     }
 }
 
-/// Adds 0 to every per-worker reason series, so each exists from the start
-/// and an alert on `increase(...[5m]) > 0` sees the first rejection or
-/// failure of any monitor.
+/// Adds 0 to every per-worker breakdown series, so each exists from the
+/// start and an alert on `increase(...[5m]) > 0` sees the first rejection,
+/// failure, commit or gap of any monitor.
 fn register_every_reason(i: &Instruments) {
     for reason in RejectReason::ALL {
         i.observations_rejected_by_reason
@@ -78,6 +80,14 @@ fn register_every_reason(i: &Instruments) {
     for reason in CheckpointFailure::ALL {
         i.checkpoint_failures_by_reason
             .add(0, &[KeyValue::new(key::REASON, reason.as_str())]);
+    }
+    for trigger in Trigger::ALL {
+        i.checkpoint_commits_by_trigger
+            .add(0, &[KeyValue::new(key::TRIGGER, trigger.as_str())]);
+    }
+    for cause in GapCause::ALL {
+        i.coverage_gap_duration_by_cause
+            .add(0.0, &[KeyValue::new(key::CAUSE, cause.as_str())]);
     }
 }
 
@@ -120,41 +130,13 @@ impl MonitorTelemetry {
             .store(capacity as u64, Ordering::Relaxed);
     }
 
-    /// Adds 0 to every counter series of this monitor, so each exists from
-    /// admission: an alert on `rate(radar_frames_emitted_total[5m]) == 0`
-    /// fires for a monitor that never formed a frame, and its rejection and
-    /// checkpoint-failure totals read 0 rather than being absent (their
-    /// breakdowns by reason are per worker, registered in `Telemetry::new`). Checkpoint commits carry
-    /// their trigger, and the commit before subscribing comes with admission.
-    fn register_every_counter(&self) {
-        let i = &self.instruments;
-        let attrs = self.attrs();
-        for counter in [
-            &i.observations_received,
-            &i.observations_accepted,
-            &i.frames_emitted,
-            &i.frames_flagged,
-            &i.alarms_opened,
-            &i.alarms_closed,
-            &i.mqtt_reconnect_attempts,
-        ] {
-            counter.add(0, attrs);
-        }
-        i.observations_rejected.add(0, attrs);
-        i.checkpoint_failures.add(0, attrs);
-        for cause in GapCause::ALL {
-            i.coverage_gap_duration
-                .add(0.0, &self.attrs_with(key::CAUSE, cause.as_str()));
-        }
+    /// Adds `n` to one of the monitor's counters.
+    pub(crate) fn count(&self, count: Count, n: u64) {
+        self.slot.counts.add(count, n);
     }
 
-    pub(crate) fn attrs(&self) -> &[KeyValue; 1] {
-        &self.slot.attrs
-    }
-
-    /// `monitor.id` and one more attribute.
-    pub(crate) fn attrs_with(&self, key: &'static str, value: &'static str) -> [KeyValue; 2] {
-        [self.slot.attrs[0].clone(), KeyValue::new(key, value)]
+    pub(crate) fn add_gap_seconds(&self, seconds: f64) {
+        self.slot.counts.add_gap_seconds(seconds);
     }
 
     pub(crate) fn connect(&self) {
@@ -212,6 +194,6 @@ impl MonitorTelemetry {
     }
 
     pub(crate) fn count_stale(&self, n: u64) {
-        self.slot.stale_rejected.fetch_add(n, Ordering::Relaxed);
+        self.count(Count::StaleRejected, n);
     }
 }

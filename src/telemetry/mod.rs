@@ -1,6 +1,7 @@
-//! Telemetry: radar's metric names and labels, the instruments built from
-//! an OpenTelemetry `Meter`, the internal events that log and record in one
-//! call, and the monitor board behind `/readyz` and the gauges.
+//! Telemetry: radar's metric names and labels, the per-worker instruments
+//! built from an OpenTelemetry `Meter`, the internal events that log and
+//! record in one call, and the monitor board behind `/readyz` and the
+//! per-monitor series of `/metrics`.
 //!
 //! This module only uses the OpenTelemetry API; the worker binary installs
 //! the SDK meter provider and serves the exposition.
@@ -10,6 +11,9 @@
 //! - [`events`]: one struct per occurrence; `monitor.emit(event)`.
 //! - [`readiness`]: the [`Board`] of admitted monitors and [`Readiness`].
 //! - [`condition`]: the pure derivation of a monitor's [`MonitorState`].
+//! - [`counts`]: each monitor's counters, atomics in its board slot.
+//! - [`text`]: the per-monitor series as Prometheus text, from the board
+//!   (the per-worker breakdowns and distributions go through the SDK).
 //!
 //! ```
 //! use radar::telemetry::{Telemetry, RejectReason, events::*};
@@ -24,12 +28,14 @@
 //! ```
 
 pub mod condition;
+pub mod counts;
 pub mod events;
 mod handle;
 mod instruments;
 pub mod labels;
 pub mod names;
 pub mod readiness;
+pub mod text;
 
 pub use condition::{MonitorState, Ownership};
 pub use events::InternalEvent;

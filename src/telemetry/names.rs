@@ -21,19 +21,19 @@ pub enum Metric {
     PartialFrameValues,
     ModelOperationDuration,
     CheckpointCommits,
+    CheckpointCommitsByTrigger,
     CheckpointFailures,
     CheckpointFailuresByReason,
     CheckpointDuration,
     CheckpointSize,
     SnapshotAge,
     ReadingAge,
-    OwnershipHeld,
-    Quarantined,
     MonitorInfo,
     MonitorState,
     MqttConnected,
     MqttReconnectAttempts,
     CoverageGapDuration,
+    CoverageGapDurationByCause,
     RecoveryRestoredProcessed,
     RecoveryPossibleGap,
     RecoveryPartialFramesCleared,
@@ -68,19 +68,19 @@ impl Metric {
         Self::PartialFrameValues,
         Self::ModelOperationDuration,
         Self::CheckpointCommits,
+        Self::CheckpointCommitsByTrigger,
         Self::CheckpointFailures,
         Self::CheckpointFailuresByReason,
         Self::CheckpointDuration,
         Self::CheckpointSize,
         Self::SnapshotAge,
         Self::ReadingAge,
-        Self::OwnershipHeld,
-        Self::Quarantined,
         Self::MonitorInfo,
         Self::MonitorState,
         Self::MqttConnected,
         Self::MqttReconnectAttempts,
         Self::CoverageGapDuration,
+        Self::CoverageGapDurationByCause,
         Self::RecoveryRestoredProcessed,
         Self::RecoveryPossibleGap,
         Self::RecoveryPartialFramesCleared,
@@ -104,6 +104,7 @@ impl Metric {
             Self::IngressQueueCapacity => "radar.ingress.queue.capacity",
             Self::ModelOperationDuration => "radar.model.operation.duration",
             Self::CheckpointCommits => "radar.checkpoint.commits",
+            Self::CheckpointCommitsByTrigger => "radar.checkpoint.commits.by_trigger",
             Self::CheckpointFailures => "radar.checkpoint.failures",
             Self::CheckpointFailuresByReason => "radar.checkpoint.failures.by_reason",
             Self::CheckpointDuration => "radar.checkpoint.duration",
@@ -111,13 +112,12 @@ impl Metric {
             Self::PartialFrameValues => "radar.partial_frame.values",
             Self::SnapshotAge => "radar.snapshot.age",
             Self::ReadingAge => "radar.reading.age",
-            Self::OwnershipHeld => "radar.ownership.held",
-            Self::Quarantined => "radar.quarantined",
             Self::MonitorInfo => "radar.monitor.info",
             Self::MonitorState => "radar.monitor.state",
             Self::MqttConnected => "radar.mqtt.connected",
             Self::MqttReconnectAttempts => "radar.mqtt.reconnect.attempts",
             Self::CoverageGapDuration => "radar.coverage.gap.duration",
+            Self::CoverageGapDurationByCause => "radar.coverage.gap.duration.by_cause",
             Self::RecoveryRestoredProcessed => "radar.recovery.restored.processed",
             Self::RecoveryPossibleGap => "radar.recovery.possible_gap.duration",
             Self::RecoveryPartialFramesCleared => "radar.recovery.partial_frames.cleared",
@@ -144,20 +144,19 @@ impl Metric {
             Self::FrameScore => "{score}",
             Self::AlarmsOpened | Self::AlarmsClosed => "{alarm}",
             Self::CheckpointCommits
+            | Self::CheckpointCommitsByTrigger
             | Self::CheckpointFailures
             | Self::CheckpointFailuresByReason => "{checkpoint}",
             Self::MqttReconnectAttempts => "{attempt}",
-            Self::OwnershipHeld
-            | Self::Quarantined
-            | Self::MonitorInfo
-            | Self::MonitorState
-            | Self::MqttConnected
-            | Self::DetectorPhase => "{monitor}",
+            Self::MonitorInfo | Self::MonitorState | Self::MqttConnected | Self::DetectorPhase => {
+                "{monitor}"
+            }
             Self::ModelOperationDuration
             | Self::CheckpointDuration
             | Self::SnapshotAge
             | Self::ReadingAge
             | Self::CoverageGapDuration
+            | Self::CoverageGapDurationByCause
             | Self::RecoveryPossibleGap => "s",
             Self::CheckpointSize => "By",
         }
@@ -174,10 +173,12 @@ impl Metric {
             | Self::AlarmsOpened
             | Self::AlarmsClosed
             | Self::CheckpointCommits
+            | Self::CheckpointCommitsByTrigger
             | Self::CheckpointFailures
             | Self::CheckpointFailuresByReason
             | Self::MqttReconnectAttempts
             | Self::CoverageGapDuration
+            | Self::CoverageGapDurationByCause
             | Self::RecoveryStaleRejected => Kind::Counter,
             Self::FrameScore
             | Self::ModelOperationDuration
@@ -188,8 +189,6 @@ impl Metric {
             | Self::PartialFrameValues
             | Self::SnapshotAge
             | Self::ReadingAge
-            | Self::OwnershipHeld
-            | Self::Quarantined
             | Self::MonitorInfo
             | Self::MonitorState
             | Self::MqttConnected
@@ -200,13 +199,18 @@ impl Metric {
         }
     }
 
-    /// Whether the metric has series per monitor (labelled `monitor_id`);
-    /// the others are one set of series per worker.
+    /// Whether the metric has series per monitor (labelled `monitor_id`,
+    /// written by `telemetry::text` from the board); the others are one set
+    /// of series per worker (recorded through the OpenTelemetry SDK, except
+    /// the queue capacity, a worker setting the text writer adds).
     pub const fn per_monitor(self) -> bool {
         !matches!(
             self,
             Self::ObservationsRejectedByReason
+                | Self::CheckpointCommitsByTrigger
                 | Self::CheckpointFailuresByReason
+                | Self::CoverageGapDurationByCause
+                | Self::IngressQueueCapacity
                 | Self::FrameScore
                 | Self::ModelOperationDuration
                 | Self::CheckpointDuration
@@ -232,14 +236,19 @@ impl Metric {
             Self::AlarmsOpened => "Alarms opened by the alarm rule",
             Self::AlarmsClosed => "Alarms closed after the detector returned to normal",
             Self::IngressQueueDepth => "Observations waiting in the bounded ingress queue",
-            Self::IngressQueueCapacity => "Capacity of the bounded ingress queue",
+            Self::IngressQueueCapacity => "Capacity of each monitor's bounded ingress queue",
             Self::PartialFrameValues => {
                 "Values waiting in the partial frame for the rest of their frame"
             }
             Self::ModelOperationDuration => {
                 "Time the model threads spent per operation, over all monitors of the worker"
             }
-            Self::CheckpointCommits => "Snapshots committed, by trigger",
+            Self::CheckpointCommits => {
+                "Snapshots committed, all triggers together (by trigger: radar_checkpoint_commits_by_trigger_total)"
+            }
+            Self::CheckpointCommitsByTrigger => {
+                "Snapshots committed, by trigger, over all monitors of the worker"
+            }
             Self::CheckpointFailures => {
                 "Checkpoint attempts that did not commit, all reasons together (by reason: radar_checkpoint_failures_by_reason_total)"
             }
@@ -256,8 +265,6 @@ impl Metric {
             Self::ReadingAge => {
                 "Time since the newest accepted observation of each required reading was received"
             }
-            Self::OwnershipHeld => "1 while this worker holds the monitor's fencing token",
-            Self::Quarantined => "1 once the monitor is quarantined",
             Self::MonitorInfo => {
                 "1 for each monitor on the worker, labelled with its name (join other series on monitor_id)"
             }
@@ -266,7 +273,12 @@ impl Metric {
             }
             Self::MqttConnected => "1 while every required subscription is acknowledged",
             Self::MqttReconnectAttempts => "Connection attempts retried on the backoff schedule",
-            Self::CoverageGapDuration => "Closed coverage gaps, in seconds, by cause",
+            Self::CoverageGapDuration => {
+                "Closed coverage gaps, in seconds, all causes together (by cause: radar_coverage_gap_duration_by_cause_seconds_total)"
+            }
+            Self::CoverageGapDurationByCause => {
+                "Closed coverage gaps, in seconds, by cause, over all monitors of the worker"
+            }
             Self::RecoveryRestoredProcessed => "Processed count of the snapshot restored at start",
             Self::RecoveryPossibleGap => {
                 "Time between the restored snapshot's save time and the first new frame"
@@ -355,6 +367,14 @@ mod tests {
         assert_eq!(
             Metric::CoverageGapDuration.prometheus_name(),
             "radar_coverage_gap_duration_seconds_total"
+        );
+        assert_eq!(
+            Metric::CoverageGapDurationByCause.prometheus_name(),
+            "radar_coverage_gap_duration_by_cause_seconds_total"
+        );
+        assert_eq!(
+            Metric::CheckpointCommitsByTrigger.prometheus_name(),
+            "radar_checkpoint_commits_by_trigger_total"
         );
         assert_eq!(
             Metric::DetectorPhase.prometheus_name(),

@@ -22,13 +22,13 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use opentelemetry::KeyValue;
 use serde::Serialize;
 use uuid::Uuid;
 
 use super::{
     condition::{Condition, MonitorState, Ownership},
-    labels::{DetectorPhase, key},
+    counts::{CountValues, Counts},
+    labels::DetectorPhase,
 };
 
 /// What recovery reported when the monitor restored a snapshot.
@@ -59,31 +59,29 @@ pub(crate) struct Figures {
 pub(crate) struct Slot {
     pub id: Uuid,
     pub name: Arc<str>,
-    /// `monitor.id`, shared by every measurement (the name is only on
-    /// `radar.monitor.info`).
-    pub attrs: [KeyValue; 1],
+    /// The id as the `monitor_id` label spells it, formatted once.
+    pub id_label: Arc<str>,
     pub condition: Mutex<Condition>,
     pub figures: Mutex<Figures>,
     pub queue_depth: AtomicU64,
     pub queue_capacity: AtomicU64,
-    pub stale_rejected: AtomicU64,
     pub held_values: AtomicU64,
+    pub counts: Counts,
 }
 
 impl Slot {
     fn new(id: Uuid, name: &str) -> Self {
         let name: Arc<str> = Arc::from(name);
-        let id_value: Arc<str> = Arc::from(id.to_string());
         Self {
             id,
-            attrs: [KeyValue::new(key::MONITOR_ID, id_value)],
+            id_label: Arc::from(id.to_string()),
             name,
             condition: Mutex::default(),
             figures: Mutex::default(),
             queue_depth: AtomicU64::new(0),
             queue_capacity: AtomicU64::new(0),
-            stale_rejected: AtomicU64::new(0),
             held_values: AtomicU64::new(0),
+            counts: Counts::default(),
         }
     }
 
@@ -114,7 +112,7 @@ impl Slot {
         MonitorView {
             id: self.id,
             name: self.name.to_string(),
-            attrs: self.attrs.clone(),
+            id_label: self.id_label.clone(),
             state,
             connected,
             detail,
@@ -134,8 +132,9 @@ impl Slot {
                     (name.clone(), age)
                 })
                 .collect(),
-            stale_rejected: self.stale_rejected.load(Ordering::Relaxed),
             held_values: self.held_values.load(Ordering::Relaxed),
+            counts: self.counts.values(),
+            gap_seconds: self.counts.gap_seconds(),
         }
     }
 }
@@ -145,8 +144,8 @@ impl Slot {
 pub struct MonitorView {
     pub id: Uuid,
     pub name: String,
-    /// The `monitor.id` attribute.
-    pub attrs: [KeyValue; 1],
+    /// The `monitor_id` label value.
+    pub id_label: Arc<str>,
     pub state: MonitorState,
     pub connected: bool,
     pub detail: String,
@@ -160,10 +159,12 @@ pub struct MonitorView {
     pub recovery: Option<Recovery>,
     /// Age of each required reading's newest accepted observation.
     pub reading_ages: Vec<(String, Option<Duration>)>,
-    /// Observations at or below a watermark since the monitor started.
-    pub stale_rejected: u64,
     /// Values waiting in the partial frame.
     pub held_values: u64,
+    /// The monitor's counters.
+    pub counts: CountValues,
+    /// Closed coverage gaps, in seconds, all causes together.
+    pub gap_seconds: f64,
 }
 
 /// Every admitted monitor of this worker, and what keeps the worker as a

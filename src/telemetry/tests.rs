@@ -98,7 +98,7 @@ fn restore_commit_and_phase_events_fill_the_gauge_figures() {
             possible_gap: Some(Duration::from_secs(95)),
         })
     );
-    assert_eq!(view.stale_rejected, 3);
+    assert_eq!(view.counts.get(counts::Count::StaleRejected), 3);
     assert_eq!((view.queue_depth, view.queue_capacity), (17, Some(1024)));
 
     let committed_at = saved_at + TimeDelta::seconds(60);

@@ -82,16 +82,8 @@ pub async fn run(command: GraphCommand, settings: &Settings) -> anyhow::Result<E
         return authoring(action, settings).await;
     }
     let definition = match &command {
-        GraphCommand::Publish { file, .. } => {
-            // Validate before touching the database, so a bad file fails fast.
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("reading graph file {}", file.display()))?;
-            let definition = GraphDefinition::from_json_str(&text)
-                .with_context(|| format!("invalid graph file {}", file.display()))?;
-            CompiledGraph::compile(definition.clone())
-                .with_context(|| format!("invalid graph file {}", file.display()))?;
-            Some(definition)
-        }
+        // Validate before touching the database, so a bad file fails fast.
+        GraphCommand::Publish { file, .. } => Some(read_graph_file(file)?),
         _ => None,
     };
     store::check_schema(&settings.database_url).await?;
@@ -103,21 +95,7 @@ pub async fn run(command: GraphCommand, settings: &Settings) -> anyhow::Result<E
             print_plan(&graphs.plan(&definition).await?);
         }
         (GraphCommand::Publish { .. }, Some(definition)) => {
-            let published = graphs.publish(definition).await?;
-            println!(
-                "Published graph {} revision {}",
-                published.graph, published.revision
-            );
-            println!("semantics hash: {}", published.semantics_hash);
-            match &published.change {
-                PlanChange::LayoutOnly { from_revision } => println!(
-                    "Layout-only change of revision {from_revision}: snapshots stay valid."
-                ),
-                PlanChange::Semantic { from_revision, .. } => println!(
-                    "Semantic change of revision {from_revision}: activating it starts a fresh calibration."
-                ),
-                PlanChange::NewGraph | PlanChange::Identical { .. } => {}
-            }
+            print_published(&graphs.publish(definition).await?);
         }
         (GraphCommand::Activate { graph, revision }, _) => {
             let run = graphs.activate(&graph, revision).await?;
@@ -128,16 +106,7 @@ pub async fn run(command: GraphCommand, settings: &Settings) -> anyhow::Result<E
             println!("run: {}", run.run_id);
             println!("service: {}", run.service_id);
         }
-        (GraphCommand::Stop { run }, _) => match graphs.stop(run).await? {
-            StopOutcome::Stopping => {
-                println!("Run {run} is stopping: its worker stops it and its monitor is retired.")
-            }
-            StopOutcome::Stopped => println!("Run {run} had not started; it is stopped."),
-            StopOutcome::FailedRunClosed => println!(
-                "Run {run} had failed; its failure stays inspectable and it will not run again."
-            ),
-            StopOutcome::AlreadyStopped => println!("Run {run} was already stopped."),
-        },
+        (GraphCommand::Stop { run }, _) => print_stopped(run, graphs.stop(run).await?),
         (GraphCommand::Runs { json }, _) => {
             let runs = graphs.list_runs().await?;
             if json {
@@ -158,6 +127,47 @@ pub async fn run(command: GraphCommand, settings: &Settings) -> anyhow::Result<E
         (GraphCommand::Authoring { .. }, _) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A graph file that parses and compiles.
+fn read_graph_file(file: &std::path::Path) -> anyhow::Result<GraphDefinition> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("reading graph file {}", file.display()))?;
+    let definition = GraphDefinition::from_json_str(&text)
+        .with_context(|| format!("invalid graph file {}", file.display()))?;
+    CompiledGraph::compile(definition.clone())
+        .with_context(|| format!("invalid graph file {}", file.display()))?;
+    Ok(definition)
+}
+
+fn print_published(published: &PublishPlan) {
+    println!(
+        "Published graph {} revision {}",
+        published.graph, published.revision
+    );
+    println!("semantics hash: {}", published.semantics_hash);
+    match &published.change {
+        PlanChange::LayoutOnly { from_revision } => {
+            println!("Layout-only change of revision {from_revision}: snapshots stay valid.")
+        }
+        PlanChange::Semantic { from_revision, .. } => println!(
+            "Semantic change of revision {from_revision}: activating it starts a fresh calibration."
+        ),
+        PlanChange::NewGraph | PlanChange::Identical { .. } => {}
+    }
+}
+
+fn print_stopped(run: Uuid, outcome: StopOutcome) {
+    match outcome {
+        StopOutcome::Stopping => {
+            println!("Run {run} is stopping: its worker stops it and its monitor is retired.")
+        }
+        StopOutcome::Stopped => println!("Run {run} had not started; it is stopped."),
+        StopOutcome::FailedRunClosed => println!(
+            "Run {run} had failed; its failure stays inspectable and it will not run again."
+        ),
+        StopOutcome::AlreadyStopped => println!("Run {run} was already stopped."),
+    }
 }
 
 async fn authoring(action: AuthoringAction, settings: &Settings) -> anyhow::Result<ExitCode> {

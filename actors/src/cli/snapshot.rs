@@ -91,6 +91,15 @@ fn render(i: &Inspection) -> String {
     if let Some(token) = &i.fencing_token {
         let _ = writeln!(out, "fencing token:    {token}");
     }
+    render_envelope(&mut out, i);
+    render_counters(&mut out, i);
+    render_coverage(&mut out, i);
+    out
+}
+
+/// The signed envelope's fields, when the snapshot has one.
+fn render_envelope(out: &mut String, i: &Inspection) {
+    use std::fmt::Write;
     if let Some(e) = &i.envelope {
         let _ = writeln!(out, "envelope:");
         let _ = writeln!(out, "  format version:   {}", e.format_version);
@@ -105,6 +114,11 @@ fn render(i: &Inspection) -> String {
             &e.payload_sha256[..16]
         );
     }
+}
+
+/// What the monitor counted, and whether every observation is accounted for.
+fn render_counters(out: &mut String, i: &Inspection) {
+    use std::fmt::Write;
     if let Some(c) = &i.counters {
         let _ = writeln!(out, "counters:");
         let _ = writeln!(out, "  observations received: {}", c.observations_received);
@@ -133,6 +147,11 @@ fn render(i: &Inspection) -> String {
             }
         );
     }
+}
+
+/// The coverage history, the watermarks and the last restore.
+fn render_coverage(out: &mut String, i: &Inspection) {
+    use std::fmt::Write;
     if let Some(cov) = &i.coverage {
         let show = |t: Option<chrono::DateTime<chrono::Utc>>| {
             t.map_or("-".to_string(), |t| t.to_rfc3339())
@@ -181,7 +200,6 @@ fn render(i: &Inspection) -> String {
             r.cleared_partial_observations
         );
     }
-    out
 }
 
 #[cfg(test)]

@@ -1,25 +1,16 @@
-//! The OpenTelemetry SDK side: the meter provider whose Prometheus reader
-//! fills the registry that `/metrics` renders, plus an optional OTLP push.
+//! `/metrics`: the per-monitor series written as text from the monitor board
+//! (`radar::telemetry::text`), then the per-worker breakdowns and
+//! distributions of the OpenTelemetry SDK, whose Prometheus reader fills the
+//! registry; plus an optional OTLP push of the SDK's (per-worker) metrics.
 
 use anyhow::Context;
 use opentelemetry::{KeyValue, global};
-use opentelemetry_sdk::{
-    Resource,
-    metrics::{Instrument, SdkMeterProvider, Stream},
-};
+use opentelemetry_sdk::{Resource, metrics::SdkMeterProvider};
 use prometheus::{Encoder, Registry, TextEncoder};
+use radar::telemetry::{Board, text};
 
 /// The Prometheus text format, version 0.0.4.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// How many series one per-monitor metric may hold before the SDK folds the
-/// rest into one `otel_metric_overflow="true"` series. The SDK's default is
-/// 2,000 per metric, which a worker passes at 2,000 monitors (and at 400
-/// monitors of five readings for `radar_reading_age_seconds`, or of five gap
-/// causes); this covers 16,384 monitors for single-series metrics and 3,276
-/// for those with five series per monitor. The SDK reserves room for this
-/// many series per per-monitor metric up front (about 1 MiB each).
-pub const MAX_SERIES_PER_METRIC: usize = 16_384;
 
 /// The standard OpenTelemetry variables that name an OTLP endpoint.
 const OTLP_ENDPOINT_VARIABLES: [&str; 2] = [
@@ -37,8 +28,8 @@ pub enum OtlpPush {
     /// (used as is), plus `OTEL_EXPORTER_OTLP_HEADERS`/`_TIMEOUT` and
     /// `OTEL_METRIC_EXPORT_INTERVAL` (default 60 s).
     FromEnvironment,
-    /// To this full URL (tests).
-    #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+    /// To this full URL (only the tests push to a URL of their own).
+    #[cfg_attr(not(all(test, feature = "otlp")), allow(dead_code))]
     To(String),
 }
 
@@ -90,25 +81,9 @@ pub fn build_meter_provider(
     }
     let builder = SdkMeterProvider::builder()
         .with_resource(resource.build())
-        .with_view(per_monitor_series_limit)
         .with_reader(exporter);
     let builder = with_otlp(builder, otlp)?;
     Ok((builder.build(), registry))
-}
-
-/// Raises the series limit of every per-monitor metric (see
-/// [`MAX_SERIES_PER_METRIC`]); per-worker metrics keep the SDK's default.
-fn per_monitor_series_limit(instrument: &Instrument) -> Option<Stream> {
-    let per_monitor = radar::telemetry::Metric::ALL
-        .iter()
-        .any(|m| m.name() == instrument.name() && m.per_monitor());
-    if !per_monitor {
-        return None;
-    }
-    Stream::builder()
-        .with_cardinality_limit(MAX_SERIES_PER_METRIC)
-        .build()
-        .ok()
 }
 
 #[cfg(feature = "otlp")]
@@ -145,11 +120,18 @@ fn with_otlp(
     Ok(builder)
 }
 
-/// Collects every metric (running the gauge callbacks) and renders the text.
-pub fn render(registry: &Registry) -> anyhow::Result<String> {
+/// The whole exposition: every monitor's series from `board`, then the
+/// SDK's per-worker metrics. The SDK holds a few dozen series whatever the
+/// number of monitors (its default limit of 2,000 series per metric is never
+/// near), so its collection and the `prometheus` encoding stay cheap.
+pub fn render(registry: &Registry, board: &Board) -> anyhow::Result<String> {
+    // About 1 KB per idle monitor; growing a 1 MB string by doubling costs copies.
+    let mut out = String::with_capacity(board.len() * 1200 + 16 * 1024);
+    text::write_board(board, &mut out);
     let mut buf = Vec::new();
     TextEncoder::new()
         .encode(&registry.gather(), &mut buf)
         .context("could not encode the metric families")?;
-    String::from_utf8(buf).context("the exposition is not UTF-8")
+    out.push_str(std::str::from_utf8(&buf).context("the exposition is not UTF-8")?);
+    Ok(out)
 }

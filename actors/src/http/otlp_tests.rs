@@ -9,7 +9,7 @@ use std::{
 };
 
 use opentelemetry::metrics::MeterProvider;
-use radar::telemetry::{METER_NAME, Telemetry, events::ObservationsReceived};
+use radar::telemetry::{METER_NAME, RejectReason, Telemetry, events::ObservationsRejected};
 use uuid::Uuid;
 
 use super::exposition::{OtlpPush, build_meter_provider};
@@ -81,7 +81,12 @@ fn flush_and_shutdown_push_the_radar_metrics_over_otlp_http() {
     let (provider, _registry) = build_meter_provider("otlp-test", OtlpPush::To(url)).unwrap();
     let telemetry = Telemetry::new(&provider.meter(METER_NAME));
     let m = telemetry.monitor(Uuid::from_u128(9), "pump");
-    m.emit(ObservationsReceived { count: 7 });
+    // The per-worker series go through the SDK and so over OTLP; the
+    // per-monitor ones are written from the board for /metrics only.
+    m.emit(ObservationsRejected {
+        reason: RejectReason::NotJson,
+        count: 7,
+    });
 
     provider.force_flush().unwrap();
     let request = requests
@@ -97,13 +102,16 @@ fn flush_and_shutdown_push_the_radar_metrics_over_otlp_http() {
     );
     // Protobuf carries strings as raw UTF-8, so the names are visible.
     let body = String::from_utf8_lossy(&request.body);
-    assert!(body.contains("radar.observations.received"), "{body:?}");
-    assert!(body.contains("monitor.id"));
+    assert!(
+        body.contains("radar.observations.rejected.by_reason"),
+        "{body:?}"
+    );
+    assert!(body.contains("not_json"));
 
     // Shutting down pushes the last batch.
     provider.shutdown().unwrap();
     let last = requests
         .recv_timeout(Duration::from_secs(20))
         .expect("shutdown pushed nothing");
-    assert!(String::from_utf8_lossy(&last.body).contains("radar.observations.received"));
+    assert!(String::from_utf8_lossy(&last.body).contains("radar.observations.rejected.by_reason"));
 }

@@ -104,6 +104,7 @@ fn record_a_known_history(m: &MonitorTelemetry) {
     });
     m.set_queue_capacity(1024);
     m.set_queue_depth(3);
+    m.set_held_values(2);
     for _ in 0..7 {
         m.emit(ObservationsReceived { count: 1 });
     }
@@ -205,7 +206,10 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
     assert_eq!(at("radar_alarms_opened_total", &me), 1.0);
     assert_eq!(at("radar_alarms_closed_total", &me), 1.0);
     assert_eq!(at("radar_ingress_queue_depth", &me), 3.0);
-    assert_eq!(at("radar_ingress_queue_capacity", &me), 1024.0);
+    assert_eq!(at("radar_partial_frame_values", &me), 2.0);
+    // The capacity is a worker setting: one line without a monitor.
+    assert_eq!(at("radar_ingress_queue_capacity", &[]), 1024.0);
+    assert_eq!(sample(&text, "radar_ingress_queue_capacity", &me), None);
     assert_eq!(
         at(
             "radar_model_operation_duration_seconds_count",
@@ -213,13 +217,11 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
         ),
         1.0
     );
-    assert_eq!(
-        at(
-            "radar_checkpoint_commits_total",
-            &with("trigger", "frame_interval")
-        ),
-        1.0
-    );
+    // Commits and gaps: the monitor's total, the worker's breakdown.
+    assert_eq!(at("radar_checkpoint_commits_total", &me), 1.0);
+    let by_trigger = "radar_checkpoint_commits_by_trigger_total";
+    assert_eq!(at(by_trigger, &[("trigger", "frame_interval")]), 1.0);
+    assert_eq!(at(by_trigger, &[("trigger", "max_interval")]), 0.0);
     assert_eq!(at("radar_checkpoint_failures_total", &me), 1.0);
     let failures = "radar_checkpoint_failures_by_reason_total";
     assert_eq!(at(failures, &[("reason", "timeout")]), 1.0);
@@ -228,8 +230,6 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
     assert_eq!(at("radar_checkpoint_size_bytes_sum", &[]), 3000.0);
     let age = at("radar_snapshot_age_seconds", &me);
     assert!((0.0..60.0).contains(&age), "snapshot age {age}");
-    assert_eq!(at("radar_ownership_held", &me), 1.0);
-    assert_eq!(at("radar_quarantined", &me), 0.0);
     assert_eq!(at("radar_monitor_state", &with("state", "connected")), 1.0);
     assert_eq!(
         sample(&text, "radar_monitor_state", &with("state", "stalled")),
@@ -237,13 +237,10 @@ async fn the_exposition_carries_the_recorded_values_under_prometheus_names() {
     );
     assert_eq!(at("radar_mqtt_connected", &me), 1.0);
     assert_eq!(at("radar_mqtt_reconnect_attempts_total", &me), 2.0);
-    assert_eq!(
-        at(
-            "radar_coverage_gap_duration_seconds_total",
-            &with("cause", "mqtt_outage")
-        ),
-        15.5
-    );
+    assert_eq!(at("radar_coverage_gap_duration_seconds_total", &me), 15.5);
+    let by_cause = "radar_coverage_gap_duration_by_cause_seconds_total";
+    assert_eq!(at(by_cause, &[("cause", "mqtt_outage")]), 15.5);
+    assert_eq!(at(by_cause, &[("cause", "no_data")]), 0.0);
     assert_eq!(at("radar_recovery_restored_processed", &me), 5000.0);
     assert_eq!(
         at("radar_recovery_possible_gap_duration_seconds", &me),
@@ -304,14 +301,14 @@ async fn distributions_are_per_worker_and_no_line_carries_scope_labels() {
     assert_eq!(sample(&text, "radar_frame_score_count", &[]), Some(6.0));
     assert!(!text.contains("otel_scope_"), "scope labels in\n{text}");
     // What stays per monitor: a bounded number of lines each (its counts,
-    // gap causes and triggers, each from 0; 30 here).
+    // state and gauges, no breakdown; 23 after this history).
     let id = PUMP.to_string();
     let per_monitor = text
         .lines()
         .filter(|l| l.contains(&format!("monitor_id=\"{id}\"")))
         .count();
     assert!(
-        per_monitor <= 32,
+        per_monitor <= 23,
         "{per_monitor} lines for one monitor:\n{}",
         text.lines()
             .filter(|l| l.contains(&id))

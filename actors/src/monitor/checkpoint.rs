@@ -29,7 +29,8 @@ use super::{
 };
 
 /// How often pending evidence is flushed between checkpoints, and failed
-/// checkpoints are retried (once their pause has passed).
+/// checkpoints are retried (once their pause has passed), while anything
+/// waits to be written; an idle monitor's writer has no timer.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 /// The longest pause between writes while they fail.
@@ -68,6 +69,8 @@ pub struct CheckpointActor {
     retry: RetryBackoff,
     /// A quarantine's failure record, waiting for the writer to be free.
     failure: Option<RecordFailure>,
+    /// The flush timer, running only while something waits (see `waiting`).
+    flush: Option<SpawnHandle>,
     metrics: MonitorTelemetry,
     span: tracing::Span,
 }
@@ -98,7 +101,32 @@ impl CheckpointActor {
             rejected_results: 0,
             retry: RetryBackoff::new(timeout.min(MAX_RETRY_PAUSE)),
             failure: None,
+            flush: None,
         }
+    }
+
+    /// Whether a later `drive` could write something: a failure record,
+    /// or a snapshot or results while the writer is still this monitor's.
+    fn waiting(&self) -> bool {
+        self.failure.is_some()
+            || (!matches!(self.slot, Slot::Lost | Slot::Quarantined)
+                && (self.next.is_some() || !self.pending.is_empty()))
+    }
+
+    /// Starts the flush timer if something waits and it is not running;
+    /// the timer stops itself once nothing does.
+    fn arm(&mut self, ctx: &mut Context<Self>) {
+        if self.flush.is_some() || !self.waiting() {
+            return;
+        }
+        self.flush = Some(ctx.run_interval(FLUSH_EVERY, |act, ctx| {
+            act.drive(ctx);
+            if !act.waiting()
+                && let Some(flush) = act.flush.take()
+            {
+                ctx.cancel_future(flush);
+            }
+        }));
     }
 
     /// Writes nothing else any more: quarantined, or ownership lost.
@@ -294,6 +322,7 @@ impl CheckpointActor {
                 if act.failure.is_some() {
                     act.drive(ctx);
                 }
+                act.arm(ctx);
             })
             .wait(ctx);
     }
@@ -304,9 +333,10 @@ impl CheckpointActor {
         let started = Instant::now();
         async move { writer.commit_evidence(&batch).await }
             .into_actor(self)
-            .map(move |outcome, act, _| {
+            .map(move |outcome, act, ctx| {
                 let _span = act.span.clone().entered();
                 act.settle_batch(outcome, included, started);
+                act.arm(ctx);
             })
             .wait(ctx);
     }
@@ -371,7 +401,7 @@ impl Actor for CheckpointActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        ctx.run_interval(FLUSH_EVERY, |act, ctx| act.drive(ctx));
+        self.arm(ctx);
     }
 }
 
@@ -405,6 +435,7 @@ impl Handler<Claimed> for CheckpointActor {
             v.commits += 1;
         });
         self.drive(ctx);
+        self.arm(ctx);
     }
 }
 
@@ -418,13 +449,14 @@ impl Handler<SnapshotReady> for CheckpointActor {
         }
         self.next = Some(msg);
         self.drive(ctx);
+        self.arm(ctx);
     }
 }
 
 impl Handler<NewResults> for CheckpointActor {
     type Result = ();
 
-    fn handle(&mut self, msg: NewResults, _: &mut Self::Context) {
+    fn handle(&mut self, msg: NewResults, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         if self.closed() {
             // One line for the first, the total when the writer halts: a
@@ -438,6 +470,7 @@ impl Handler<NewResults> for CheckpointActor {
         self.pending.alarms.extend(msg.results.alarms);
         self.pending.evidence.extend(msg.results.evidence);
         self.publish_pending();
+        self.arm(ctx);
     }
 }
 
@@ -457,6 +490,7 @@ impl Handler<RecordFailure> for CheckpointActor {
         }
         self.failure = Some(msg);
         self.drive(ctx);
+        self.arm(ctx);
     }
 }
 

@@ -13,7 +13,9 @@ use actix::prelude::*;
 use chrono::Utc;
 use radar::telemetry::{MonitorTelemetry, RejectReason, events};
 use radar::{
+    coverage::CoverageHistory,
     mqtt::{IngressCounters, LinkStatus},
+    snapshot::RecoveryMetadata,
     store::{HealthOutcome, HealthRecord, HealthReporter, Heartbeats},
 };
 use tokio::sync::{Mutex, watch};
@@ -89,8 +91,35 @@ pub struct HealthActor {
     /// in metrics; the model never sees those messages.
     network_rejected: (u64, u64),
     halted: bool,
+    /// The recovery and coverage documents as last serialized: a record
+    /// reuses them until the model publishes new ones.
+    documents: Documents,
     metrics: MonitorTelemetry,
     span: tracing::Span,
+}
+
+/// The JSON of a model view's recovery and coverage, with the values they
+/// were made from (the view shares them, so a new one is a new pointer).
+#[derive(Default)]
+struct Documents {
+    recovery: Option<(Arc<RecoveryMetadata>, Option<serde_json::Value>)>,
+    coverage: Option<(Arc<CoverageHistory>, Option<serde_json::Value>)>,
+}
+
+/// `value`'s JSON, serialized again only when `value` is not the one
+/// `cached` was made from.
+fn reuse<T: serde::Serialize>(
+    cached: &mut Option<(Arc<T>, Option<serde_json::Value>)>,
+    value: &Arc<T>,
+) -> Option<serde_json::Value> {
+    match cached {
+        Some((from, json)) if Arc::ptr_eq(from, value) => json.clone(),
+        _ => {
+            let json = serde_json::to_value(&**value).ok();
+            *cached = Some((value.clone(), json.clone()));
+            json
+        }
+    }
 }
 
 impl HealthActor {
@@ -116,6 +145,7 @@ impl HealthActor {
             state: RunState::Starting,
             network_rejected: (0, 0),
             halted: false,
+            documents: Documents::default(),
         }
     }
 
@@ -166,7 +196,7 @@ impl HealthActor {
         self.network_rejected = (unknown_topic, too_large);
     }
 
-    fn record(&self, state: RunState) -> HealthRecord {
+    fn record(&mut self, state: RunState) -> HealthRecord {
         let model = self.inputs.model.borrow();
         let checkpoint = self.inputs.checkpoint.borrow();
         let link = self.inputs.link.borrow();
@@ -182,8 +212,8 @@ impl HealthActor {
             connected: link.connected,
             processed_count: model.processed,
             last_checkpoint_at: checkpoint.last_commit_at,
-            recovery: serde_json::to_value(&*model.recovery).ok(),
-            coverage: serde_json::to_value(&*model.coverage).ok(),
+            recovery: reuse(&mut self.documents.recovery, &model.recovery),
+            coverage: reuse(&mut self.documents.coverage, &model.coverage),
             last_error,
             readings_seen: model.readings_seen.clone(),
             heartbeat_at: Utc::now(),

@@ -36,7 +36,8 @@ use super::{
 use crate::worker::{Notice, Observer};
 
 /// How often the model checks the clock-driven triggers (max interval,
-/// checkpoint timeout, freshness expiry).
+/// checkpoint timeout, freshness expiry, silence) while one of them can fall
+/// due; an idle monitor has no tick at all (see `ModelActor::needs_tick`).
 const TICK: Duration = Duration::from_secs(1);
 
 /// At most one `timestamp_unit` log line per monitor this often; the
@@ -142,6 +143,8 @@ pub struct ModelActor {
     gap_pending_since: Option<chrono::DateTime<Utc>>,
     /// Whether required readings went silent while connected (`no_data`).
     silence: Silence,
+    /// The clock-driven checks, armed only while something can fall due.
+    tick: Option<SpawnHandle>,
     span: tracing::Span,
 }
 
@@ -186,6 +189,7 @@ impl ModelActor {
             halted: false,
             gap_pending_since: None,
             silence: silence_watch,
+            tick: None,
             metrics: setup.metrics,
             tally,
             span: setup.span,
@@ -227,11 +231,17 @@ impl ModelActor {
             return None;
         }
         let now = Utc::now();
+        // The time each went quiet, not a duration: the view is published
+        // on events only once the monitor is idle, so a duration would go
+        // stale.
         let silent: Vec<String> = self
             .silence
             .silent_readings(now)
             .iter()
-            .map(|(name, quiet)| format!("{name} ({} s)", quiet.num_seconds()))
+            .map(|(name, quiet)| {
+                let since = (now - *quiet).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                format!("{name} (nothing since {since})")
+            })
             .collect();
         Some(format!(
             "no data from required readings: {}; longer than alignment.silence_ms {} ms",
@@ -414,8 +424,36 @@ impl ModelActor {
         self.checkpoint_if_due();
     }
 
-    fn tick(&mut self) {
+    /// Whether time passing alone can change anything: a checkpoint that
+    /// can fall due or stall, required readings that can fall silent, held
+    /// values that can expire. When none can, only a message (a batch, a
+    /// commit report, a connection event) changes the state, and each of
+    /// those re-arms the tick through [`ModelActor::arm`].
+    fn needs_tick(&self) -> bool {
+        !(self.halted || self.finished || self.quarantined())
+            && (!self.policy.quiet()
+                || self.silence.can_change()
+                || self.core.aligner().held_values() > 0)
+    }
+
+    /// Starts the tick if something can fall due and it is not running.
+    fn arm(&mut self, ctx: &mut Context<Self>) {
+        if self.tick.is_none() && self.needs_tick() {
+            self.tick = Some(ctx.run_interval(TICK, |act, ctx| act.tick(ctx)));
+        }
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
         let _span = self.span.clone().entered();
+        self.checks();
+        if !self.needs_tick()
+            && let Some(tick) = self.tick.take()
+        {
+            ctx.cancel_future(tick);
+        }
+    }
+
+    fn checks(&mut self) {
         if self.halted || self.finished || self.quarantined() {
             return;
         }
@@ -447,12 +485,12 @@ impl Actor for ModelActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        ctx.run_interval(TICK, |act, _| act.tick());
+        self.arm(ctx);
     }
 }
 
 impl StreamHandler<Vec<RawMessage>> for ModelActor {
-    fn handle(&mut self, messages: Vec<RawMessage>, _: &mut Self::Context) {
+    fn handle(&mut self, messages: Vec<RawMessage>, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         for message in messages {
             if self.halted || self.quarantined() {
@@ -486,6 +524,7 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
         self.tally.flush(self.core.counters(), &self.metrics);
         self.log_unit_mismatches();
         self.publish();
+        self.arm(ctx);
     }
 
     /// The queue ended because ingestion stopped: take the last snapshot,
@@ -514,7 +553,7 @@ impl Handler<AttachInput> for ModelActor {
 impl Handler<SealNow> for ModelActor {
     type Result = Result<SealedNow, String>;
 
-    fn handle(&mut self, msg: SealNow, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: SealNow, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         if self.halted {
             return Err("the monitor is halted".into());
@@ -524,6 +563,8 @@ impl Handler<SealNow> for ModelActor {
         }
         self.policy.request(msg.trigger, Instant::now());
         let (_, attempt) = self.policy.started(Instant::now());
+        // The stall clock runs from here until the commit report.
+        self.arm(ctx);
         let sealed = self.seal()?;
         Ok(SealedNow { sealed, attempt })
     }
@@ -540,7 +581,7 @@ impl Handler<ContinueAlarms> for ModelActor {
 impl Handler<CommitReport> for ModelActor {
     type Result = ();
 
-    fn handle(&mut self, msg: CommitReport, _: &mut Self::Context) {
+    fn handle(&mut self, msg: CommitReport, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         if self.halted {
             return;
@@ -555,13 +596,14 @@ impl Handler<CommitReport> for ModelActor {
             self.policy.failed(msg.attempt, msg.trigger, Instant::now());
         }
         self.publish();
+        self.arm(ctx);
     }
 }
 
 impl Handler<BatchSettled> for ModelActor {
     type Result = ();
 
-    fn handle(&mut self, msg: BatchSettled, _: &mut Self::Context) {
+    fn handle(&mut self, msg: BatchSettled, ctx: &mut Self::Context) {
         if self.halted {
             return;
         }
@@ -570,13 +612,14 @@ impl Handler<BatchSettled> for ModelActor {
         } else {
             self.policy.batch_failed(msg.started);
         }
+        self.arm(ctx);
     }
 }
 
 impl Handler<Connection> for ModelActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Connection, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Connection, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         if self.halted {
             return;
@@ -596,6 +639,7 @@ impl Handler<Connection> for ModelActor {
             self.checkpoint_if_due();
         }
         self.publish();
+        self.arm(ctx);
     }
 }
 

@@ -44,6 +44,21 @@ use crate::worker::{MonitorWatch, WorkerContext};
 /// monitor, never another one's.
 pub struct ModelThread(Arbiter);
 
+impl ModelThread {
+    /// Spawns the thread with a runtime that has only a timer: the model
+    /// does no IO, and Tokio's IO driver would cost each monitor an epoll
+    /// instance, an eventfd and a copy of the signal socket (four of its
+    /// five descriptors; the fifth is its MQTT connection).
+    fn spawn() -> std::io::Result<Self> {
+        Arbiter::try_with_tokio_rt(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+        })
+        .map(Self)
+    }
+}
+
 impl Drop for ModelThread {
     fn drop(&mut self) {
         // A thread blocked in a model operation ends when that returns.
@@ -183,7 +198,20 @@ async fn start_once(
         metrics: metrics.clone(),
         span: span.clone(),
     };
-    let model_thread = ModelThread(Arbiter::new());
+    let model_thread = match ModelThread::spawn() {
+        Ok(thread) => thread,
+        Err(e) => {
+            let reason = ExitReason::StartupFailed {
+                reason: format!(
+                    "could not start the monitor's model thread: {e}; the worker may be out of threads or file descriptors (see its RLIMIT_NOFILE)"
+                ),
+            };
+            checkpoint.do_send(Halt {
+                reason: reason.clone(),
+            });
+            return Err(reason.into());
+        }
+    };
     let model =
         ModelActor::start_in_arbiter(&model_thread.0.handle(), move |_| ModelActor::new(setup));
     let halt_all = |reason: &ExitReason| {

@@ -5,6 +5,7 @@
 //! - `supervisor`: admits monitors, starts and restarts their actors.
 //! - `observer`: an optional window onto running monitors for `radar demo`.
 
+mod limits;
 mod observer;
 mod supervisor;
 
@@ -119,6 +120,8 @@ async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Result<ExitCode>
         db_writes = settings.db_write_enabled,
         "Starting the radar worker."
     );
+    // Before any monitor opens its connection.
+    limits::raise_and_log();
     let (meter_provider, registry) = crate::http::init_meter_provider(&worker_id)?;
     let telemetry = Telemetry::global();
     let server = crate::http::start(settings.metrics_addr, registry, telemetry.board().clone())

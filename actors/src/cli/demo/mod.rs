@@ -11,7 +11,9 @@
 //! the same supervisor, monitor actors, checkpoints and recovery. The demo
 //! only adds an [`Observer`] to read what the actors publish.
 
+mod args;
 mod display;
+mod live;
 mod report;
 mod storage;
 
@@ -29,25 +31,27 @@ use chrono::Utc;
 use radar::{
     config::Settings,
     demo::{
-        CALIBRATION_FRAMES, DEFAULT_DEMO_DATABASE, EmbeddedBroker, MAX_SPEED, Plant, PlantConfig,
-        PublishOptions, PublishReport, READINGS, TRAINING_FRAMES, check_database_name,
-        detector_settings, monitor_configs, publish_plant, start_embedded_broker,
+        CALIBRATION_FRAMES, EmbeddedBroker, Plant, PlantConfig, PublishOptions, PublishReport,
+        READINGS, TRAINING_FRAMES, detector_settings, monitor_configs, publish_plant,
+        start_embedded_broker,
     },
     snapshot::CheckpointKey,
     telemetry::{Board, MonitorState, Telemetry},
 };
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
+pub use self::args::DemoArgs;
 use self::{
-    display::{Console, Display, Frame, Label},
+    display::{Console, Display},
+    live::Live,
     report::{MonitorSummary, Start, Summary, Tracked},
-    storage::Mode,
+    storage::{Mode, Storage},
 };
 use crate::monitor::ModelView;
 use crate::worker::{
-    Notice, Observer, RunningWorker, Scope, WorkerOutcome, WorkerSetup, backoff_from_env,
-    shutdown_signal, start,
+    Observer, RunningWorker, Scope, WorkerOutcome, WorkerSetup, backoff_from_env, shutdown_signal,
+    start,
 };
 
 /// Topic prefix of the plant: part of each monitor's definition, so it
@@ -61,129 +65,6 @@ const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 const PUBLISHER_DEADLINE: Duration = Duration::from_secs(15);
 /// How often the display refreshes.
 const REFRESH: Duration = Duration::from_millis(200);
-/// Published messages per second above which the demo refuses to start
-/// (about what one loopback broker delivers at QoS 1 on a small machine).
-const MAX_MESSAGE_RATE: f64 = 20_000.0;
-
-/// Runs the demo plant through a real radar worker.
-///
-/// Starts an MQTT broker inside the process on a free loopback port, a
-/// simulated plant of pumps (pump n gets fault (n-1) mod 4: stuck flow
-/// sensor, step in the motor current, slow pressure leak, none) and a
-/// worker with one monitor per pump. With PostgreSQL at DATABASE_URL the
-/// demo creates and migrates its own database there (see
-/// --demo-database), so a second run restores every monitor's snapshot and
-/// reports the coverage gap; without it, database writes are disabled.
-#[derive(Debug, clap::Args)]
-pub struct DemoArgs {
-    /// Stop after this long of plant time in wall-clock terms (e.g. 20,
-    /// 90s, 5m), counted from the first published tick; default: until
-    /// Ctrl-C.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    duration: Option<Duration>,
-
-    /// How many simulated pumps, one monitor each (1-64). Four or more
-    /// include every fault and a fault-free pump.
-    #[arg(long, value_name = "N", default_value_t = 4,
-          value_parser = clap::value_parser!(u16).range(1..=64))]
-    monitors: u16,
-
-    /// Simulated seconds per wall-clock second (above 0, at most 1000).
-    /// Training and calibration take 400 simulated seconds; the first
-    /// faults begin 50-160 simulated seconds later.
-    #[arg(long, value_name = "X", default_value_t = 10.0, value_parser = parse_speed)]
-    speed: f64,
-
-    /// Seed of the simulated plant (noise, load, drift).
-    #[arg(long, value_name = "N", default_value_t = 2026)]
-    seed: u64,
-
-    /// The database the demo creates (if missing) and migrates on the
-    /// DATABASE_URL server; the database DATABASE_URL names is not touched.
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_DEMO_DATABASE,
-          value_parser = parse_database_name)]
-    demo_database: String,
-
-    /// Delete the demo's monitors (with their snapshots, alarms and
-    /// evidence) first, so every monitor calibrates afresh.
-    #[arg(long)]
-    fresh: bool,
-
-    /// Print the final summary as JSON on stdout; progress goes to stderr.
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_speed(text: &str) -> Result<f64, String> {
-    let speed: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number"))?;
-    if speed.is_finite() && speed > 0.0 && speed <= MAX_SPEED {
-        Ok(speed)
-    } else {
-        Err(format!("use a value above 0 and at most {MAX_SPEED}"))
-    }
-}
-
-/// Seconds (`20`, `2.5`) or a number with `s`, `m` or `h`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.char_indices().last() {
-        Some((i, 's')) => (&text[..i], 1.0),
-        Some((i, 'm')) => (&text[..i], 60.0),
-        Some((i, 'h')) => (&text[..i], 3600.0),
-        _ => (text, 1.0),
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration; use seconds (20) or 90s, 5m, 1h"))?;
-    let seconds = value * unit;
-    if seconds.is_finite() && seconds > 0.0 && seconds <= 30.0 * 86_400.0 {
-        Ok(Duration::from_secs_f64(seconds))
-    } else {
-        Err("use a duration above 0 and at most 30 days".to_string())
-    }
-}
-
-fn parse_database_name(text: &str) -> Result<String, String> {
-    check_database_name(text)
-        .map(|()| text.to_string())
-        .map_err(|e| e.to_string())
-}
-
-impl DemoArgs {
-    fn check(&self) -> anyhow::Result<()> {
-        let rate = f64::from(self.monitors) * READINGS.len() as f64 * self.speed;
-        if rate > MAX_MESSAGE_RATE {
-            anyhow::bail!(
-                "--monitors {} at --speed {} publishes {rate:.0} MQTT messages per second; \
-                 keep monitors x {} readings x speed at most {MAX_MESSAGE_RATE:.0}",
-                self.monitors,
-                self.speed,
-                READINGS.len()
-            );
-        }
-        if let Some(duration) = self.duration
-            && duration.as_secs_f64() * self.speed < 1.0
-        {
-            anyhow::bail!(
-                "--duration {:?} at --speed {} is less than one simulated second",
-                duration,
-                self.speed
-            );
-        }
-        Ok(())
-    }
-
-    /// Plant ticks to publish; `None` until stopped.
-    fn max_ticks(&self) -> Option<u64> {
-        self.duration
-            .map(|d| (d.as_secs_f64() * self.speed).round().max(1.0) as u64)
-    }
-}
-
 /// Runs the demo until `--duration` ends or SIGINT/SIGTERM.
 pub fn run(args: DemoArgs, mut settings: Settings) -> anyhow::Result<ExitCode> {
     args.check()?;
@@ -228,6 +109,92 @@ async fn demo(
         &worker_id,
     )
     .await?;
+    announce(&console, &args, &broker, &storage);
+    let observer = Observer::new();
+    let notices = observer.subscribe();
+    // The worker's telemetry: the board it publishes on is the one read here.
+    let telemetry = Telemetry::global();
+    let board = telemetry.board().clone();
+    let (mut worker, mut tracked) =
+        start_worker(settings, worker_id, telemetry, &storage, &observer)?;
+
+    // The plant starts once every monitor subscribed (or could not start),
+    // so training begins with the first tick.
+    let (early, running) =
+        until_subscribed(&console, &board, &observer, &mut tracked, &mut worker).await;
+    let mut live = Live::new(console, tracked, board, notices, worker);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut report_rx: Option<ReportReceiver> = None;
+    let ended = match early {
+        Some(ended) => ended,
+        None if !running => Ended::NothingRunning,
+        None => {
+            let (taken_tx, taken_rx) = watch::channel(0);
+            count_ticks_taken_in(&live.tracked, taken_tx);
+            let rx = report_rx.insert(spawn_publisher(
+                &plant,
+                &args,
+                broker.port(),
+                stop_rx,
+                taken_rx,
+            )?);
+            live.main_loop(rx, args.speed).await
+        }
+    };
+    say_why_it_ended(&live.display, &ended);
+    let (report, outcome, stop_requested_at) = live.wind_down(ended, &stop_tx, report_rx).await;
+    let Live {
+        mut tracked,
+        board,
+        published_at,
+        ..
+    } = live;
+    let ran = Ran {
+        args: &args,
+        storage: &storage,
+        board: &board,
+        report: report.as_ref(),
+        published_at,
+        stop_requested_at,
+        outcome: &outcome,
+    };
+    let summary = ran.summarize(&mut tracked);
+    print_summary(console, &summary);
+    if args.json {
+        let json = serde_json::to_string_pretty(&summary).context("encoding the JSON summary")?;
+        writeln!(std::io::stdout(), "{json}").context("writing the JSON summary to stdout")?;
+    }
+    Ok(exit_code(&summary, outcome, report.is_some()))
+}
+
+/// Waits until every monitor subscribed or could not start, and prints what
+/// each starts from. Returns how the run ended if it already did, and
+/// whether any monitor runs.
+async fn until_subscribed(
+    console: &Console,
+    board: &Board,
+    observer: &Observer,
+    tracked: &mut [Tracked],
+    worker: &mut RunningWorker,
+) -> (Option<Ended>, bool) {
+    let early = wait_until_subscribed(board, tracked, worker).await;
+    for t in tracked.iter_mut() {
+        if let Some(watch) = observer.monitors().into_iter().find(|w| w.id == t.id) {
+            t.baseline = watch.model.borrow().processed;
+            t.watch = Some(watch);
+        }
+        console.line(&start_line(t, board));
+    }
+    let running = tracked.iter().any(|t| {
+        board
+            .view(t.id, Utc::now())
+            .is_some_and(|v| v.state == MonitorState::Connected)
+    });
+    (early, running)
+}
+
+/// The first lines: what runs, how fast, for how long, and on what storage.
+fn announce(console: &Console, args: &DemoArgs, broker: &EmbeddedBroker, storage: &Storage) {
     console.line(&format!(
         "radar demo: {} simulated pump(s), one monitor each, at {}x ({}); embedded MQTT broker on {}.",
         args.monitors,
@@ -242,23 +209,30 @@ async fn demo(
     for note in &storage.notes {
         console.line(note);
     }
+}
+
+/// Starts the worker `radar worker` runs on the demo's monitors, with
+/// `observer` reading what the actors publish; one tracker per monitor.
+fn start_worker(
+    settings: Settings,
+    worker_id: String,
+    telemetry: Telemetry,
+    storage: &Storage,
+    observer: &Observer,
+) -> anyhow::Result<(RunningWorker, Vec<Tracked>)> {
     let (secret, _) = settings
         .checkpoint_key()
         .context("reading the checkpoint key")?;
     let key = Arc::new(CheckpointKey::new(secret.expose().to_vec()));
-    let observer = Observer::new();
-    let mut notices = observer.subscribe();
-    let telemetry = Telemetry::global();
-    let board = telemetry.board().clone();
     let window = detector_settings().alarm.open_n;
-    let mut tracked: Vec<Tracked> = storage
+    let tracked: Vec<Tracked> = storage
         .monitors
         .iter()
         .enumerate()
         .map(|(machine, (row, _))| Tracked::new(row.id, row.name.clone(), machine, window))
         .collect();
     let ids: HashSet<Uuid> = tracked.iter().map(|t| t.id).collect();
-    let mut worker = start(
+    let worker = start(
         WorkerSetup {
             settings,
             worker_id,
@@ -273,61 +247,12 @@ async fn demo(
         },
         Scope::Monitors(Arc::new(ids)),
     );
+    Ok((worker, tracked))
+}
 
-    // The plant starts once every monitor subscribed (or could not start),
-    // so training begins with the first tick.
-    let early = wait_until_subscribed(&board, &tracked, &mut worker).await;
-    for t in &mut tracked {
-        if let Some(watch) = observer.monitors().into_iter().find(|w| w.id == t.id) {
-            t.baseline = watch.model.borrow().processed;
-            t.watch = Some(watch);
-        }
-        console.line(&start_line(t, &board));
-    }
-    let running = tracked.iter().any(|t| {
-        board
-            .view(t.id, Utc::now())
-            .is_some_and(|v| v.state == MonitorState::Connected)
-    });
-    let labels = tracked
-        .iter()
-        .map(|t| Label {
-            name: t.name.clone(),
-            fault: t.fault_text(),
-        })
-        .collect();
-    let mut display = Display::new(console, labels, TRAINING_FRAMES, CALIBRATION_FRAMES);
-
-    let published_at = Instant::now();
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut report_rx: Option<ReportReceiver> = None;
-    let ended = match early {
-        Some(ended) => ended,
-        None if !running => Ended::NothingRunning,
-        None => {
-            let (taken_tx, taken_rx) = watch::channel(0);
-            count_ticks_taken_in(&tracked, taken_tx);
-            let rx = report_rx.insert(spawn_publisher(
-                &plant,
-                &args,
-                broker.port(),
-                stop_rx,
-                taken_rx,
-            )?);
-            main_loop(
-                &mut display,
-                &mut tracked,
-                &board,
-                &mut notices,
-                &mut worker,
-                rx,
-                published_at,
-                args.speed,
-            )
-            .await
-        }
-    };
-    match &ended {
+/// One line on why the run stopped before the plant finished, if it did.
+fn say_why_it_ended(display: &Display, ended: &Ended) {
+    match ended {
         Ended::Signal(signal) => display.line(&format!(
             "{signal}: stopping gracefully (plant first, then each monitor's last snapshot)."
         )),
@@ -336,82 +261,63 @@ async fn demo(
         Ended::Worker(outcome) => display.line(&format!("The worker ended early: {outcome:?}.")),
         Ended::Published(Ok(_)) => {}
     }
+}
 
-    // Stop the plant, let the worker take in what was published, then stop
-    // the worker gracefully: each monitor commits its last snapshot.
-    let (published, worker_ended) = match ended {
-        Ended::Published(result) => (Some(result), None),
-        Ended::Worker(outcome) => (stop_publisher(&stop_tx, report_rx).await, Some(outcome)),
-        Ended::Signal(_) | Ended::NothingRunning => {
-            (stop_publisher(&stop_tx, report_rx).await, None)
-        }
-    };
-    let report = match published {
-        Some(Ok(report)) => Some(report),
-        Some(Err(e)) => {
-            display.line(&format!("The plant publisher failed: {e}"));
-            None
-        }
-        None => None,
-    };
-    if let Some(report) = &report {
-        drain(&mut tracked, report, &mut notices, &display).await;
-    }
-    let stop_requested_at = Utc::now();
-    let outcome = match worker_ended {
-        Some(outcome) => outcome,
-        None => worker.stop().await,
-    };
-    take_notices(&mut notices, &mut tracked, &display, published_at, 0.0);
-    let now = Utc::now();
-    let rows: Vec<_> = tracked.iter().map(|t| t.row(&board, now)).collect();
-    display.finish(&Frame {
-        now,
-        elapsed: published_at.elapsed(),
-        simulated: report.as_ref().map_or(0, |r| r.ticks),
-        rows: &rows,
-    });
+/// What a finished run leaves for its summary.
+struct Ran<'a> {
+    args: &'a DemoArgs,
+    storage: &'a Storage,
+    board: &'a Board,
+    report: Option<&'a PublishReport>,
+    published_at: Instant,
+    stop_requested_at: chrono::DateTime<Utc>,
+    outcome: &'a WorkerOutcome,
+}
 
-    let summary = Summary {
-        database_mode: match storage.mode {
-            Mode::Postgres { .. } => "postgres",
-            Mode::Disabled { .. } => "disabled",
-        },
-        database: match &storage.mode {
-            Mode::Postgres { database, .. } => Some(database.clone()),
-            Mode::Disabled { .. } => None,
-        },
-        database_disabled_reason: match &storage.mode {
-            Mode::Disabled { reason } => Some(reason.clone()),
-            Mode::Postgres { .. } => None,
-        },
-        seed: args.seed,
-        speed: args.speed,
-        wall_seconds: published_at.elapsed().as_secs_f64(),
-        simulated_seconds: report.as_ref().map_or(0, |r| r.ticks),
-        monitors: tracked
-            .iter_mut()
-            .map(|t| t.summarize(&board, report.as_ref(), stop_requested_at))
-            .collect(),
-        outcome: match &outcome {
-            WorkerOutcome::Stopped => "stopped".to_string(),
-            other => format!("{other:?}"),
-        },
-    };
-    print_summary(console, &summary);
-    if args.json {
-        let json = serde_json::to_string_pretty(&summary).context("encoding the JSON summary")?;
-        writeln!(std::io::stdout(), "{json}").context("writing the JSON summary to stdout")?;
+impl Ran<'_> {
+    fn summarize(&self, tracked: &mut [Tracked]) -> Summary {
+        let mode = &self.storage.mode;
+        Summary {
+            database_mode: match mode {
+                Mode::Postgres { .. } => "postgres",
+                Mode::Disabled { .. } => "disabled",
+            },
+            database: match mode {
+                Mode::Postgres { database, .. } => Some(database.clone()),
+                Mode::Disabled { .. } => None,
+            },
+            database_disabled_reason: match mode {
+                Mode::Disabled { reason } => Some(reason.clone()),
+                Mode::Postgres { .. } => None,
+            },
+            seed: self.args.seed,
+            speed: self.args.speed,
+            wall_seconds: self.published_at.elapsed().as_secs_f64(),
+            simulated_seconds: self.report.map_or(0, |r| r.ticks),
+            monitors: tracked
+                .iter_mut()
+                .map(|t| t.summarize(self.board, self.report, self.stop_requested_at))
+                .collect(),
+            outcome: match self.outcome {
+                WorkerOutcome::Stopped => "stopped".to_string(),
+                other => format!("{other:?}"),
+            },
+        }
     }
+}
+
+/// Success only when the worker stopped cleanly after every monitor started
+/// and the plant published to the end.
+fn exit_code(summary: &Summary, outcome: WorkerOutcome, published: bool) -> ExitCode {
     let all_started = summary
         .monitors
         .iter()
         .all(|m| m.start != Start::NotStarted);
-    Ok(match outcome {
-        WorkerOutcome::Stopped if all_started && report.is_some() => ExitCode::SUCCESS,
+    match outcome {
+        WorkerOutcome::Stopped if all_started && published => ExitCode::SUCCESS,
         WorkerOutcome::Stopped => ExitCode::FAILURE,
         other => other.exit_code(),
-    })
+    }
 }
 
 /// Asks a running publisher to stop and waits for its report.
@@ -578,134 +484,6 @@ fn count_ticks_taken_in(tracked: &[Tracked], taken: watch::Sender<u64>) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn main_loop(
-    display: &mut Display,
-    tracked: &mut [Tracked],
-    board: &Board,
-    notices: &mut broadcast::Receiver<Notice>,
-    worker: &mut RunningWorker,
-    report_rx: &mut ReportReceiver,
-    published_at: Instant,
-    speed: f64,
-) -> Ended {
-    let mut refresh = tokio::time::interval(REFRESH);
-    let signal = shutdown_signal();
-    tokio::pin!(signal);
-    loop {
-        tokio::select! {
-            _ = refresh.tick() => {
-                let now = Utc::now();
-                let rows: Vec<_> = tracked.iter().map(|t| t.row(board, now)).collect();
-                display.update(&Frame {
-                    now,
-                    elapsed: published_at.elapsed(),
-                    simulated: (published_at.elapsed().as_secs_f64() * speed) as u64,
-                    rows: &rows,
-                });
-            }
-            notice = notices.recv() => match notice {
-                Ok(notice) => take_notice(&notice, tracked, display, published_at, speed),
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    display.line(&format!("(the display fell behind and missed {missed} notices)"));
-                }
-                Err(broadcast::error::RecvError::Closed) => {}
-            },
-            report = &mut *report_rx => {
-                return Ended::Published(report.unwrap_or_else(|_| {
-                    Err("the publisher thread ended without a report".to_string())
-                }));
-            }
-            signal = &mut signal => return Ended::Signal(signal),
-            outcome = worker.ended() => return Ended::Worker(outcome),
-        }
-    }
-}
-
-/// Waits (briefly) until every running monitor has taken in every message
-/// the plant published, so the summary covers the whole run.
-async fn drain(
-    tracked: &mut [Tracked],
-    report: &PublishReport,
-    notices: &mut broadcast::Receiver<Notice>,
-    display: &Display,
-) {
-    let per_monitor = report.ticks * READINGS.len() as u64;
-    let deadline = Instant::now() + DRAIN_DEADLINE;
-    let mut poll = tokio::time::interval(Duration::from_millis(50));
-    loop {
-        poll.tick().await;
-        let done = tracked.iter().all(|t| {
-            t.watch
-                .as_ref()
-                .is_none_or(|w| w.model.borrow().consumed >= per_monitor)
-        });
-        take_notices(notices, tracked, display, Instant::now(), 0.0);
-        if done || Instant::now() >= deadline {
-            return;
-        }
-    }
-}
-
-fn take_notices(
-    notices: &mut broadcast::Receiver<Notice>,
-    tracked: &mut [Tracked],
-    display: &Display,
-    published_at: Instant,
-    speed: f64,
-) {
-    loop {
-        match notices.try_recv() {
-            Ok(notice) => take_notice(&notice, tracked, display, published_at, speed),
-            Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
-            Err(_) => return,
-        }
-    }
-}
-
-fn take_notice(
-    notice: &Notice,
-    tracked: &mut [Tracked],
-    display: &Display,
-    published_at: Instant,
-    speed: f64,
-) {
-    let id = match notice {
-        Notice::Flagged { monitor_id, .. }
-        | Notice::AlarmOpened { monitor_id, .. }
-        | Notice::AlarmClosed { monitor_id, .. } => *monitor_id,
-    };
-    let Some(t) = tracked.iter_mut().find(|t| t.id == id) else {
-        return;
-    };
-    let name = t.name.clone();
-    let fault = t.fault_text();
-    let simulated = if speed > 0.0 {
-        format!(
-            " (simulated {:.0} s)",
-            published_at.elapsed().as_secs_f64() * speed
-        )
-    } else {
-        String::new()
-    };
-    if let Some(alarm) = t.take(notice) {
-        display.line(&format!(
-            "ALARM {name} [fault: {fault}] #{} opened at {}{simulated}, peak score {:.1}; top readings: {}",
-            alarm.seq,
-            alarm.opened_at.format("%H:%M:%S%.3f"),
-            alarm.peak_score,
-            alarm.readings_text()
-        ));
-    } else if let Notice::AlarmClosed {
-        seq, peak_score, ..
-    } = notice
-    {
-        display.line(&format!(
-            "{name}: alarm #{seq} closed{simulated}, peak score {peak_score:.1}"
-        ));
-    }
-}
-
 fn print_summary(console: Console, summary: &Summary) {
     let database = match (&summary.database, &summary.database_disabled_reason) {
         (Some(db), _) => format!("PostgreSQL database {db}"),
@@ -776,31 +554,4 @@ fn summary_row(m: &MonitorSummary) -> String {
         "{:<12} {:<20} {:<10} {:>6}  {:>6}  {:<13}  {:<11}  {snapshot}",
         m.name, fault, start, m.frames, m.alarms, caught, gap
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_take_seconds_or_a_unit_and_refuse_nonsense() {
-        assert_eq!(parse_duration("20"), Ok(Duration::from_secs(20)));
-        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in ["", "0", "-3", "abc", "5d", "nan", "1e12"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn speeds_above_zero_up_to_the_publisher_limit_are_accepted() {
-        assert_eq!(parse_speed("50"), Ok(50.0));
-        assert_eq!(parse_speed("0.5"), Ok(0.5));
-        assert_eq!(parse_speed("1000"), Ok(1000.0));
-        for bad in ["0", "-1", "1000.5", "inf", "fast"] {
-            assert!(parse_speed(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -1,0 +1,62 @@
+//! Reading the cells of a CSV row: trimmed bytes, numbers and timestamps.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+
+/// A cell's bytes without surrounding ASCII whitespace ("" when absent).
+pub(super) fn cell(record: &csv::ByteRecord, index: usize) -> &[u8] {
+    record.get(index).unwrap_or_default().trim_ascii()
+}
+
+pub(super) fn parse_f64(raw: &[u8]) -> Option<f64> {
+    std::str::from_utf8(raw).ok()?.parse().ok()
+}
+
+/// `parse_timestamp` on bytes, with the common `YYYY-MM-DD hh:mm:ss` form
+/// read directly (chrono's format parser dominated replay time).
+pub(super) fn parse_timestamp_bytes(raw: &[u8]) -> Option<DateTime<Utc>> {
+    if let [
+        y0,
+        y1,
+        y2,
+        y3,
+        b'-',
+        m0,
+        m1,
+        b'-',
+        d0,
+        d1,
+        b' ',
+        h0,
+        h1,
+        b':',
+        i0,
+        i1,
+        b':',
+        s0,
+        s1,
+    ] = raw
+    {
+        let digits = [y0, y1, y2, y3, m0, m1, d0, d1, h0, h1, i0, i1, s0, s1];
+        if digits.iter().all(|d| d.is_ascii_digit()) {
+            let n = |a: &u8, b: &u8| u32::from(a - b'0') * 10 + u32::from(b - b'0');
+            let year = n(y0, y1) * 100 + n(y2, y3);
+            return chrono::NaiveDate::from_ymd_opt(year as i32, n(m0, m1), n(d0, d1))
+                .and_then(|d| d.and_hms_opt(n(h0, h1), n(i0, i1), n(s0, s1)))
+                .map(|t| t.and_utc());
+        }
+    }
+    parse_timestamp(std::str::from_utf8(raw).ok()?)
+}
+
+/// `YYYY-MM-DD hh:mm:ss[.fff]` (UTC), RFC 3339, or integer epoch milliseconds.
+pub fn parse_timestamp(text: &str) -> Option<DateTime<Utc>> {
+    if let Ok(ms) = text.parse::<i64>() {
+        return DateTime::from_timestamp_millis(ms);
+    }
+    if let Ok(ts) = DateTime::parse_from_rfc3339(text) {
+        return Some(ts.with_timezone(&Utc));
+    }
+    NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+        .ok()
+        .map(|naive| naive.and_utc())
+}

@@ -1,0 +1,216 @@
+//! Replay against the aligner on every row, record JSON against serde_json,
+//! and the timestamp forms.
+
+use chrono::DateTime;
+
+use super::{
+    ReplayOptions, ReplayRecord,
+    cells::{parse_timestamp, parse_timestamp_bytes},
+    replay,
+};
+use crate::{
+    config::MonitorConfig,
+    detector::{AlarmEvent, Phase},
+};
+
+const MONITOR: &str = r#"
+name = "tiny"
+[[readings]]
+name = "a"
+topic = "t/a"
+[[readings]]
+name = "b"
+topic = "t/b"
+[[readings]]
+name = "c"
+topic = "t/c"
+required = false
+[alignment]
+freshness_ms = 5000
+max_age_ms = 30000
+future_tolerance_ms = 2000
+max_skew_ms = 1000
+[detector]
+training_frames = 20
+calibration_frames = 19
+false_alarm_rate = 0.05
+[detector.alarm]
+open_k = 1
+open_n = 1
+close_m = 1
+"#;
+
+fn csv_text(rows: usize) -> String {
+    let mut text = String::from("time;a;label;b\r\n");
+    for i in 0..rows {
+        let x = i as f64;
+        let a = if i == rows - 1 { 50.0 } else { (x * 0.7).sin() };
+        text.push_str(&format!(
+            "{};{a};{};{}\r\n",
+            1_700_000_000_000i64 + 1000 * i as i64,
+            i % 2,
+            (x * 1.3).cos()
+        ));
+    }
+    text
+}
+
+fn options() -> ReplayOptions {
+    ReplayOptions {
+        delimiter: b';',
+        time_column: "time".to_string(),
+    }
+}
+
+#[test]
+fn every_row_becomes_a_frame_through_training_calibration_and_monitoring() {
+    let config = MonitorConfig::from_toml(MONITOR).unwrap();
+    let text = csv_text(45);
+    let records: Vec<ReplayRecord> = replay(&config, text.as_bytes(), &options())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(records.len(), 45);
+    assert_eq!(records[0].phase, Phase::Training);
+    assert_eq!(records[19].phase, Phase::Calibrating);
+    // The last calibration frame triggers the fit.
+    assert_eq!(records[38].phase, Phase::Monitoring);
+    assert!(records[38].score.is_none());
+    assert!(records[39].score.is_some());
+    let last = &records[44];
+    assert!(last.flagged && last.alarm_open);
+    assert_eq!(last.contributions.as_ref().map(Vec::len), Some(2));
+    assert_eq!(last.row, 45);
+}
+
+#[test]
+fn a_repeated_timestamp_is_stale_and_forms_no_frame() {
+    let config = MonitorConfig::from_toml(MONITOR).unwrap();
+    let text = "time;a;b\n1000;1;2\n1000;3;4\n2000;5;6\n";
+    let rows: Vec<u64> = replay(&config, text.as_bytes(), &options())
+        .unwrap()
+        .map(|r| r.unwrap().row)
+        .collect();
+    assert_eq!(rows, vec![1, 3]);
+}
+
+#[test]
+fn missing_columns_and_bad_cells_name_what_is_wrong() {
+    let config = MonitorConfig::from_toml(MONITOR).unwrap();
+    let err = replay(&config, "time;a\n1;2\n".as_bytes(), &options())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("\"b\""), "{err}");
+    let mut bad = replay(&config, "time;a;b\n1000;x;2\n".as_bytes(), &options()).unwrap();
+    let err = bad.next().unwrap().unwrap_err();
+    assert!(err.to_string().contains("row 1, column \"a\""), "{err}");
+    let err = replay(&config, "when;a;b\n".as_bytes(), &options())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("--time-column"), "{err}");
+}
+
+/// A CSV with everything the aligner must handle: empty and non-finite
+/// cells, repeated and backward timestamps, rows of the optional
+/// reading only, long gaps.
+fn messy_csv(seed: u64, rows: usize) -> String {
+    let mut state = seed;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        (state >> 33) as u32
+    };
+    let mut text = String::from("time;a;label;b;c\n");
+    let mut t: i64 = 1_700_000_000_000;
+    for i in 0..rows {
+        t += match next() % 20 {
+            0 => 0,
+            1 => -3000,
+            2 => 60_000,
+            3 => 500,
+            _ => 1000,
+        };
+        let x = i as f64;
+        let mut cell = |v: f64| match next() % 25 {
+            0 => String::new(),
+            1 => "NaN".to_string(),
+            2 => "inf".to_string(),
+            _ => v.to_string(),
+        };
+        let (a, b, c) = (cell((x * 0.7).sin()), cell((x * 1.3).cos()), cell(x));
+        text.push_str(&format!("{t};{a};{};{b};{c}\n", i % 2));
+    }
+    text
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn skipping_the_aligner_for_punctual_complete_rows_changes_no_record(
+        seed in proptest::prelude::any::<u64>(),
+    ) {
+        let config = MonitorConfig::from_toml(MONITOR).unwrap();
+        let text = messy_csv(seed, 300);
+        let run = |fast: bool| {
+            let mut replay = replay(&config, text.as_bytes(), &options()).unwrap();
+            replay.fast_path = fast;
+            let records: Vec<ReplayRecord> =
+                replay.by_ref().collect::<Result<_, _>>().unwrap();
+            replay.sync();
+            (records, replay.detector.clone(), replay.aligner.watermarks().clone())
+        };
+        let (fast, slow) = (run(true), run(false));
+        proptest::prop_assert_eq!(fast, slow);
+    }
+
+    #[test]
+    fn json_records_are_written_exactly_as_serde_json_writes_them(
+        row in proptest::prelude::any::<u64>(),
+        secs in -62_000_000_000i64..300_000_000_000,
+        nanos in proptest::prop_oneof![proptest::strategy::Just(0u32), 0u32..2_000_000_000],
+        score in proptest::option::of(proptest::num::f64::ANY),
+        threshold in proptest::option::of(proptest::num::f64::ANY),
+        flags in 0u8..4,
+        contributions in proptest::option::of(proptest::collection::vec(proptest::num::f64::ANY, 0..4)),
+        event in proptest::prelude::any::<bool>(),
+    ) {
+        let Some(ts) = DateTime::from_timestamp(secs, nanos) else { return Ok(()) };
+        let record = ReplayRecord {
+            row,
+            ts,
+            phase: Phase::Monitoring,
+            score,
+            threshold,
+            p_value: score.map(|s| s / 7.0),
+            flagged: flags & 1 == 1,
+            alarm_open: flags & 2 == 2,
+            alarm_event: event.then_some(AlarmEvent::Opened { seq: 3, ts, peak_score: 1.5 }),
+            contributions,
+        };
+        let mut ours = Vec::new();
+        record.write_json(&mut ours).unwrap();
+        proptest::prop_assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            serde_json::to_string(&record).unwrap()
+        );
+    }
+}
+
+#[test]
+fn timestamps_are_read_in_three_forms() {
+    let want = DateTime::from_timestamp(1_583_748_873, 0);
+    assert_eq!(parse_timestamp("2020-03-09 10:14:33"), want);
+    assert_eq!(parse_timestamp("2020-03-09T11:14:33+01:00"), want);
+    assert_eq!(parse_timestamp("1583748873000"), want);
+    assert_eq!(parse_timestamp("yesterday"), None);
+    assert_eq!(parse_timestamp_bytes(b"2020-03-09 10:14:33"), want);
+    assert_eq!(
+        parse_timestamp_bytes(b"2020-03-09 10:14:33.5"),
+        parse_timestamp("2020-03-09 10:14:33.5")
+    );
+    assert_eq!(parse_timestamp_bytes(b"2020-02-30 10:14:33"), None);
+    assert_eq!(parse_timestamp_bytes(b"2020-03-09 24:00:00"), None);
+    assert_eq!(parse_timestamp_bytes(b"1583748873000"), want);
+}

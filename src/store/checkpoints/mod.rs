@@ -1,0 +1,234 @@
+//! The snapshot row of each monitor, fenced by its signature.
+//!
+//! A writer owns a monitor's snapshot for as long as the row holds a
+//! signature it loaded or committed. The first snapshot is an insert that
+//! only one worker can win; every later write compares the row's signature
+//! first (checkpoints by a conditional update, evidence batches under the
+//! row lock, health writes by a plain read). A refusal turns the writer into
+//! [`OwnershipLost`], which cannot write anything.
+//!
+//! `RADAR_DB_WRITE_ENABLED=false` is the caller's choice not to build a
+//! [`CheckpointStore`] at all (hold an `Option<CheckpointStore>`): then
+//! nothing is read or written and the monitor starts fresh.
+
+mod outcome;
+mod writer;
+
+use std::{fmt, time::Duration};
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use uuid::Uuid;
+
+pub use self::outcome::{
+    Claim, LossReason, OwnershipLost, ReconcileError, WriteKind, WriteOutcome,
+};
+pub use self::writer::CheckpointWriter;
+use super::stored::{LedgerEntry, SnapshotColumns, StoredSnapshot};
+use super::{
+    Pool, StoreError, checkout,
+    fence::Fence,
+    schema::{radar_checkpoint_ledger as ledger, radar_runtime_checkpoints as rows},
+};
+use crate::snapshot::{FencingToken, SealedSnapshot};
+
+/// Snapshot reads and writes for one worker process.
+#[derive(Clone)]
+pub struct CheckpointStore {
+    pool: Pool,
+    writer_id: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for CheckpointStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointStore")
+            .field("writer_id", &self.writer_id)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl CheckpointStore {
+    /// `writer_id` names this worker instance in the row (diagnostics).
+    /// The pool's statement timeout (`RADAR_CHECKPOINT_TIMEOUT_SECONDS` in a
+    /// worker) bounds each statement; twice that bounds a whole write.
+    pub fn new(pool: Pool, writer_id: impl Into<String>) -> Self {
+        Self {
+            timeout: pool.statement_timeout(),
+            pool,
+            writer_id: writer_id.into(),
+        }
+    }
+
+    pub fn writer_id(&self) -> &str {
+        &self.writer_id
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The row of a monitor, if it has one, with the ledger's record of
+    /// its newest commit.
+    pub async fn load_snapshot(
+        &self,
+        service_id: Uuid,
+    ) -> Result<Option<StoredSnapshot>, StoreError> {
+        self.bounded(async {
+            let mut conn = checkout(&self.pool).await?;
+            let found = rows::table
+                .find(service_id)
+                .left_join(ledger::table.on(ledger::service_id.eq(rows::service_id)))
+                .select((
+                    SnapshotColumns::as_select(),
+                    (ledger::sequence, ledger::signature).nullable(),
+                ))
+                .first::<(SnapshotColumns, Option<LedgerEntry>)>(&mut conn)
+                .await
+                .optional()?;
+            Ok(found.map(|(columns, newest)| StoredSnapshot::new(columns, newest)))
+        })
+        .await
+    }
+
+    /// Writes the first snapshot of a monitor that had none. Exactly one of
+    /// several racing workers wins; the others get `Lost`.
+    pub async fn claim(&self, initial: &SealedSnapshot) -> Result<Claim, StoreError> {
+        let service_id = initial.envelope.service_id;
+        let inserted = self
+            .bounded(async {
+                let mut conn = checkout(&self.pool).await?;
+                let inserted = conn
+                    .transaction::<_, diesel::result::Error, _>(async |conn| {
+                        let inserted = diesel::insert_into(rows::table)
+                            .values(self.row_values(initial))
+                            .on_conflict_do_nothing()
+                            .execute(conn)
+                            .await?;
+                        if inserted == 1 {
+                            record_in_ledger(conn, service_id, &initial.token).await?;
+                        }
+                        Ok(inserted)
+                    })
+                    .await;
+                inserted.map_err(|e| self.db_error(e))
+            })
+            .await?;
+        let fence = Fence::new(initial.token.clone());
+        if inserted == 1 {
+            Ok(Claim::Won(CheckpointWriter {
+                store: self.clone(),
+                service_id,
+                fence,
+                graph_run: false,
+            }))
+        } else {
+            Ok(Claim::Lost(
+                fence.lose(service_id, WriteKind::InitialSnapshot),
+            ))
+        }
+    }
+
+    /// A writer for a snapshot this worker loaded and restored.
+    pub fn resume(&self, service_id: Uuid, loaded: FencingToken) -> CheckpointWriter {
+        CheckpointWriter {
+            store: self.clone(),
+            service_id,
+            fence: Fence::new(loaded),
+            graph_run: false,
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn row_values<'a>(
+        &'a self,
+        s: &'a SealedSnapshot,
+    ) -> (
+        diesel::dsl::Eq<rows::service_id, Uuid>,
+        diesel::dsl::Eq<rows::envelope, &'a [u8]>,
+        diesel::dsl::Eq<rows::format_version, i32>,
+        diesel::dsl::Eq<rows::config_fingerprint, &'a [u8]>,
+        diesel::dsl::Eq<rows::runtime_versions, &'a str>,
+        diesel::dsl::Eq<rows::processed_count, i64>,
+        diesel::dsl::Eq<rows::observation_history_len, i32>,
+        diesel::dsl::Eq<rows::saved_at, DateTime<Utc>>,
+        diesel::dsl::Eq<rows::payload_sha256, &'a [u8]>,
+        diesel::dsl::Eq<rows::key_id, &'a str>,
+        diesel::dsl::Eq<rows::signature, &'a [u8]>,
+        diesel::dsl::Eq<rows::payload, &'a [u8]>,
+        diesel::dsl::Eq<rows::writer_id, &'a str>,
+    ) {
+        let e = &s.envelope;
+        (
+            rows::service_id.eq(e.service_id),
+            rows::envelope.eq(s.bytes.envelope.as_slice()),
+            rows::format_version.eq(i32::from(e.format_version)),
+            rows::config_fingerprint.eq(e.config_fingerprint.as_slice()),
+            rows::runtime_versions.eq(e.runtime_versions.as_str()),
+            rows::processed_count.eq(i64::try_from(e.processed_count).unwrap_or(i64::MAX)),
+            rows::observation_history_len
+                .eq(i32::try_from(e.observation_history_len).unwrap_or(i32::MAX)),
+            rows::saved_at.eq(e.saved_at),
+            rows::payload_sha256.eq(e.payload_sha256.as_slice()),
+            rows::key_id.eq(e.key_id.as_str()),
+            rows::signature.eq(s.bytes.signature.as_slice()),
+            rows::payload.eq(s.bytes.payload.as_slice()),
+            rows::writer_id.eq(self.writer_id.as_str()),
+        )
+    }
+
+    /// Runs a database operation with an overall deadline, as a backstop
+    /// for the per-statement timeout (e.g. a pool that cannot connect).
+    pub(super) async fn bounded<T>(
+        &self,
+        operation: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.timeout * 2, operation).await {
+            Ok(result) => result,
+            Err(_) => Err(self.timeout_error()),
+        }
+    }
+
+    pub(super) fn db_error(&self, e: diesel::result::Error) -> StoreError {
+        let cancelled = matches!(&e, diesel::result::Error::DatabaseError(_, info)
+            if info.message().contains("statement timeout") || info.message().contains("lock timeout"));
+        if cancelled {
+            self.timeout_error()
+        } else {
+            StoreError::Query(e)
+        }
+    }
+
+    fn timeout_error(&self) -> StoreError {
+        StoreError::Timeout {
+            seconds: self.timeout.as_secs_f64().ceil() as u64,
+        }
+    }
+}
+
+/// Records `token` as the monitor's newest committed snapshot, inside the
+/// transaction that commits it, so a loader can tell a replayed older row
+/// from the newest one.
+async fn record_in_ledger(
+    conn: &mut diesel_async::AsyncPgConnection,
+    service_id: Uuid,
+    token: &FencingToken,
+) -> diesel::QueryResult<usize> {
+    diesel::insert_into(ledger::table)
+        .values((
+            ledger::service_id.eq(service_id),
+            ledger::sequence.eq(1),
+            ledger::signature.eq(token.as_bytes()),
+        ))
+        .on_conflict(ledger::service_id)
+        .do_update()
+        .set((
+            ledger::sequence.eq(ledger::sequence + 1),
+            ledger::signature.eq(diesel::upsert::excluded(ledger::signature)),
+            ledger::committed_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .await
+}

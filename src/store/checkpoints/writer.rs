@@ -1,0 +1,297 @@
+//! The signing writer of one monitor's snapshot: checkpoints, evidence
+//! batches and alarm reconciliation, each fenced by the row's signature.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::{
+    CheckpointStore, LossReason, OwnershipLost, ReconcileError, WriteKind, WriteOutcome,
+    record_in_ledger,
+};
+use crate::snapshot::{FencingToken, SealedSnapshot};
+use crate::store::{
+    checkout,
+    evidence::{AlarmReconciliation, PendingResults, close_orphaned_alarms, insert_results},
+    fence::Fence,
+    health::HealthReporter,
+    schema::radar_runtime_checkpoints as rows,
+};
+
+/// The signing writer of one monitor's snapshot.
+#[derive(Debug)]
+pub struct CheckpointWriter {
+    pub(super) store: CheckpointStore,
+    pub(super) service_id: Uuid,
+    pub(super) fence: Fence,
+    /// A graph run's writer: each write also checks, under the row lock,
+    /// that the run is not recorded as failed.
+    pub(super) graph_run: bool,
+}
+
+/// Why a fenced transaction was rolled back.
+enum TxError {
+    Db(diesel::result::Error),
+    /// The row holds a signature this writer does not know.
+    Refused,
+    /// The graph run behind this writer is recorded as failed.
+    RunFailed,
+}
+
+impl From<diesel::result::Error> for TxError {
+    fn from(e: diesel::result::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+impl CheckpointWriter {
+    pub fn service_id(&self) -> Uuid {
+        self.service_id
+    }
+
+    /// The signature this writer last loaded or committed.
+    pub fn token(&self) -> FencingToken {
+        self.fence.lock().current.clone()
+    }
+
+    /// Every signature the row may hold while this writer still owns it:
+    /// the last confirmed one and those of checkpoints whose commit reply
+    /// was lost.
+    pub fn accepted_tokens(&self) -> Vec<Vec<u8>> {
+        self.fence.accepted(false)
+    }
+
+    /// This writer's monitor runs a graph: from now on no write commits
+    /// once its run is recorded as failed, whoever recorded it.
+    pub fn fenced_by_graph_run(mut self) -> Self {
+        self.graph_run = true;
+        self
+    }
+
+    /// A health reporter that follows this writer's token.
+    pub fn health_reporter(&self) -> HealthReporter {
+        HealthReporter::new(self.store.clone(), self.service_id, self.fence.clone())
+    }
+
+    /// Replaces the snapshot and commits `pending` with it, in one
+    /// transaction. `pending` is only read: on any outcome but `Committed`
+    /// the caller still holds it for the next attempt.
+    pub async fn checkpoint(self, next: &SealedSnapshot, pending: &PendingResults) -> WriteOutcome {
+        debug_assert_eq!(next.envelope.service_id, self.service_id);
+        if self.fence.is_lost() {
+            return WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint));
+        }
+        let accepted = self.fence.accepted(false);
+        self.fence.begin(&next.token);
+        let store = &self.store;
+        // The compare-and-swap: replaces the row only if it holds a
+        // signature this writer accepts.
+        let update = diesel::update(
+            rows::table
+                .find(self.service_id)
+                .filter(rows::signature.eq_any(&accepted)),
+        )
+        // The column default only applies on insert; each commit must stamp
+        // its own time.
+        .set((
+            store.row_values(next),
+            rows::committed_at.eq(diesel::dsl::now),
+        ));
+        let result = store
+            .bounded(async {
+                let mut conn = checkout(&store.pool).await?;
+                let outcome = conn
+                    .transaction::<_, TxError, _>(async |conn| {
+                        if update.execute(conn).await? == 0 {
+                            return Err(TxError::Refused);
+                        }
+                        if self.graph_run && generation_failed(conn, self.service_id).await? {
+                            return Err(TxError::RunFailed);
+                        }
+                        record_in_ledger(conn, self.service_id, &next.token).await?;
+                        if !pending.is_empty() {
+                            insert_results(conn, self.service_id, next.token.as_bytes(), pending)
+                                .await?;
+                        }
+                        Ok(())
+                    })
+                    .await;
+                Ok(outcome)
+            })
+            .await;
+        match result {
+            Ok(Ok(())) => {
+                self.fence.committed(&next.token);
+                WriteOutcome::Committed(self)
+            }
+            Ok(Err(TxError::Refused)) => {
+                WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint))
+            }
+            Ok(Err(TxError::RunFailed)) => {
+                WriteOutcome::OwnershipLost(self.fenced_by_failed_run(WriteKind::Checkpoint))
+            }
+            Ok(Err(TxError::Db(e))) => {
+                let error = self.store.db_error(e);
+                self.fence.uncertain(&next.token);
+                WriteOutcome::Failed {
+                    writer: self,
+                    error,
+                }
+            }
+            Err(error) => {
+                self.fence.uncertain(&next.token);
+                WriteOutcome::Failed {
+                    writer: self,
+                    error,
+                }
+            }
+        }
+    }
+
+    /// Commits a background batch of results between checkpoints: locks the
+    /// snapshot row, checks it still holds this writer's signature, and
+    /// writes the batch under that signature. `batch` is only read.
+    pub async fn commit_evidence(self, batch: &PendingResults) -> WriteOutcome {
+        if self.fence.is_lost() {
+            return WriteOutcome::OwnershipLost(self.lose(WriteKind::EvidenceBatch));
+        }
+        let accepted = self.fence.accepted(false);
+        let store = &self.store;
+        let result = store
+            .bounded(async {
+                let mut conn = checkout(&store.pool).await?;
+                let outcome = conn
+                    .transaction::<_, TxError, _>(async |conn| {
+                        let held =
+                            lock_held_signature(conn, self.service_id, &accepted, self.graph_run)
+                                .await?;
+                        insert_results(conn, self.service_id, &held, batch).await?;
+                        Ok(held)
+                    })
+                    .await;
+                Ok(outcome)
+            })
+            .await;
+        match result {
+            Ok(Ok(held)) => {
+                // The row may show a checkpoint whose commit we could not
+                // confirm: it is ours, so adopt it.
+                if let Some(token) = FencingToken::from_slice(&held) {
+                    self.fence.confirm(&token);
+                }
+                WriteOutcome::Committed(self)
+            }
+            Ok(Err(TxError::Refused)) => {
+                WriteOutcome::OwnershipLost(self.lose(WriteKind::EvidenceBatch))
+            }
+            Ok(Err(TxError::RunFailed)) => {
+                WriteOutcome::OwnershipLost(self.fenced_by_failed_run(WriteKind::EvidenceBatch))
+            }
+            Ok(Err(TxError::Db(e))) => WriteOutcome::Failed {
+                error: self.store.db_error(e),
+                writer: self,
+            },
+            Err(error) => WriteOutcome::Failed {
+                writer: self,
+                error,
+            },
+        }
+    }
+
+    /// After the first commit of a (re)started monitor: closes the alarms
+    /// its detector does not know (all open ones but `keep_open`, the
+    /// restored detector's own) and reads the highest stored alarm number,
+    /// under the row lock and this writer's signature, like an evidence
+    /// batch.
+    pub async fn reconcile_alarms(
+        self,
+        keep_open: Option<DateTime<Utc>>,
+    ) -> Result<(Self, AlarmReconciliation), ReconcileError> {
+        if self.fence.is_lost() {
+            return Err(ReconcileError::OwnershipLost(
+                self.lose(WriteKind::EvidenceBatch),
+            ));
+        }
+        let accepted = self.fence.accepted(false);
+        let store = &self.store;
+        let result = store
+            .bounded(async {
+                let mut conn = checkout(&store.pool).await?;
+                let outcome = conn
+                    .transaction::<_, TxError, _>(async |conn| {
+                        let held =
+                            lock_held_signature(conn, self.service_id, &accepted, self.graph_run)
+                                .await?;
+                        Ok(close_orphaned_alarms(conn, self.service_id, &held, keep_open).await?)
+                    })
+                    .await;
+                Ok(outcome)
+            })
+            .await;
+        match result {
+            Ok(Ok(found)) => Ok((self, found)),
+            Ok(Err(TxError::Refused)) => Err(ReconcileError::OwnershipLost(
+                self.lose(WriteKind::EvidenceBatch),
+            )),
+            Ok(Err(TxError::RunFailed)) => Err(ReconcileError::OwnershipLost(
+                self.fenced_by_failed_run(WriteKind::EvidenceBatch),
+            )),
+            Ok(Err(TxError::Db(e))) => Err(ReconcileError::Failed(self.store.db_error(e))),
+            Err(error) => Err(ReconcileError::Failed(error)),
+        }
+    }
+
+    fn lose(self, refused: WriteKind) -> OwnershipLost {
+        self.fence.lose(self.service_id, refused)
+    }
+
+    fn fenced_by_failed_run(self, refused: WriteKind) -> OwnershipLost {
+        OwnershipLost {
+            reason: LossReason::FailedRun,
+            ..self.lose(refused)
+        }
+    }
+}
+
+/// Locks the monitor's snapshot row and returns the signature it holds, if
+/// this writer accepts it and (for a graph run) the run is not recorded as
+/// failed: the check every write between checkpoints makes under the lock.
+async fn lock_held_signature(
+    conn: &mut diesel_async::AsyncPgConnection,
+    service_id: Uuid,
+    accepted: &[Vec<u8>],
+    graph_run: bool,
+) -> Result<Vec<u8>, TxError> {
+    let signature: Option<Vec<u8>> = rows::table
+        .find(service_id)
+        .select(rows::signature)
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?;
+    let Some(held) = signature.filter(|s| accepted.contains(s)) else {
+        return Err(TxError::Refused);
+    };
+    if graph_run && generation_failed(conn, service_id).await? {
+        return Err(TxError::RunFailed);
+    }
+    Ok(held)
+}
+
+/// Whether the monitor's graph run is recorded as failed. Called after the
+/// snapshot row is locked: as a statement of its own it sees a failure
+/// record that committed while this transaction waited for the lock.
+async fn generation_failed(
+    conn: &mut diesel_async::AsyncPgConnection,
+    service_id: Uuid,
+) -> Result<bool, diesel::result::Error> {
+    use crate::store::schema::graph_runs;
+    diesel::select(diesel::dsl::exists(
+        graph_runs::table
+            .filter(graph_runs::service_id.eq(service_id))
+            .filter(graph_runs::status.eq("failed")),
+    ))
+    .get_result(conn)
+    .await
+}
