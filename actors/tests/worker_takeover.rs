@@ -332,9 +332,14 @@ async fn a_worker_that_lost_a_monitor_takes_it_back_after_the_overlapping_worker
     .await;
 
     let mut overlapping = h.spawn_worker("w-overlap", &[], &["--monitor", &id.to_string()]);
-    h.wait_status(id, START, "the overlapping worker owns the monitor", |s| {
-        state(s) == "running" && s["worker_id"] == "w-overlap"
-    })
+    // Each worker commits its takeover before it subscribes: frames
+    // published before its SUBACKs would reach no one that counts them.
+    h.wait_status(
+        id,
+        START,
+        "the overlapping worker owns the monitor and is subscribed",
+        |s| state(s) == "running" && s["worker_id"] == "w-overlap" && s["connected"] == true,
+    )
     .await;
     publisher.frames(&prefix, 10).await;
     publisher.flush(START).await;
@@ -351,8 +356,8 @@ async fn a_worker_that_lost_a_monitor_takes_it_back_after_the_overlapping_worker
     h.wait_status(
         id,
         Duration::from_secs(60),
-        "the shard worker took it back",
-        |s| state(s) == "running" && s["worker_id"] == "w-shard",
+        "the shard worker took it back and is subscribed",
+        |s| state(s) == "running" && s["worker_id"] == "w-shard" && s["connected"] == true,
     )
     .await;
     publisher.frames(&prefix, 10).await;
