@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::NodeSpec;
 use super::execute::{DetectorFrame, FrameReport, NodeState, NodeUpdate, SinkOutput};
-use super::nodes::CombineOp;
+use super::nodes::{AlarmParams, CombineOp};
 use crate::align::Frame;
 use crate::detector::{AlarmState, Detector, Outcome};
 
@@ -76,23 +76,7 @@ pub(super) fn update(
                 .inspect(|_| *previous = Some(first))
         }
         (NodeSpec::RollingMean(p), NodeState::RollingMean { values }) => {
-            let dropped = if values.len() == p.window {
-                values.front().copied()
-            } else {
-                None
-            };
-            let kept = values.len() - usize::from(dropped.is_some());
-            let sum: f64 = values
-                .iter()
-                .skip(usize::from(dropped.is_some()))
-                .sum::<f64>()
-                + first;
-            finite(sum / (kept + 1) as f64, "the rolling mean").inspect(|_| {
-                if dropped.is_some() {
-                    values.pop_front();
-                }
-                values.push_back(first);
-            })
+            rolling_mean(values, p.window, first)
         }
         (NodeSpec::Ewma(p), NodeState::Ewma { level }) => {
             let next = level.map_or(first, |l| l + p.alpha * (first - l));
@@ -108,72 +92,115 @@ pub(super) fn update(
             };
             finite(combined, "the combined score")
         }
-        (NodeSpec::Alarm(p), NodeState::Alarm { alarm }) => match finite(first, "the score") {
-            Ok(score) => {
-                let flagged = score >= p.threshold;
-                let alarm_event = alarm.observe(ts, flagged, score);
-                report.sink = Some(SinkOutput {
-                    score,
-                    threshold: p.threshold,
-                    flagged,
-                    alarm_event,
-                });
-                return NodeUpdate::Applied(None);
-            }
-            Err(rejected) => return rejected,
-        },
+        (NodeSpec::Alarm(p), NodeState::Alarm { alarm }) => {
+            return alarm_update(p, alarm, first, ts, report);
+        }
         #[cfg(feature = "fault-injection")]
         (NodeSpec::FailAfter(p), NodeState::FailAfter { applied }) => {
-            use super::nodes::FailMode;
-            if *applied < p.updates {
-                *applied += 1;
-                Ok(first)
-            } else {
-                match p.mode {
-                    FailMode::Slow => {
-                        tracing::info!(
-                            updates = *applied,
-                            slow_ms = p.slow_ms,
-                            "Fault node: blocking the model thread."
-                        );
-                        std::thread::sleep(std::time::Duration::from_millis(p.slow_ms));
-                        *applied += 1;
-                        Ok(first)
-                    }
-                    FailMode::Rejected => {
-                        return NodeUpdate::Rejected(format!(
-                            "injected rejection after {} updates",
-                            p.updates
-                        ));
-                    }
-                    FailMode::Uncertain => {
-                        // The state moves before the failure surfaces, as
-                        // it would in a node that fails half-way.
-                        *applied += 1;
-                        return NodeUpdate::FatalUncertain(format!(
-                            "injected uncertain failure after {} updates",
-                            p.updates
-                        ));
-                    }
-                }
-            }
+            return fail_after(p, applied, first);
         }
-        (spec, state) => {
-            // Compile and restore pair every spec with its own state kind.
-            return NodeUpdate::FatalUncertain(format!(
-                "a {} node holds {} state",
-                spec.type_name(),
-                serde_json::to_value(&*state)
-                    .ok()
-                    .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
-                    .unwrap_or_default()
-            ));
-        }
+        // Compile and restore pair every spec with its own state kind.
+        (spec, state) => return mismatched_state(spec, state),
     };
     match result {
         Ok(value) => NodeUpdate::Applied(Some(value)),
         Err(rejected) => rejected,
     }
+}
+
+/// The mean of the last `window` values, `first` included; the window
+/// slides only once the mean is known to be finite.
+fn rolling_mean(values: &mut VecDeque<f64>, window: usize, first: f64) -> Result<f64, NodeUpdate> {
+    let dropped = if values.len() == window {
+        values.front().copied()
+    } else {
+        None
+    };
+    let kept = values.len() - usize::from(dropped.is_some());
+    let sum: f64 = values
+        .iter()
+        .skip(usize::from(dropped.is_some()))
+        .sum::<f64>()
+        + first;
+    finite(sum / (kept + 1) as f64, "the rolling mean").inspect(|_| {
+        if dropped.is_some() {
+            values.pop_front();
+        }
+        values.push_back(first);
+    })
+}
+
+/// The alarm sink: flags the score against its threshold and reports the
+/// sink's output for the frame.
+fn alarm_update(
+    p: &AlarmParams,
+    alarm: &mut AlarmState,
+    first: f64,
+    ts: DateTime<Utc>,
+    report: &mut FrameReport,
+) -> NodeUpdate {
+    match finite(first, "the score") {
+        Ok(score) => {
+            let flagged = score >= p.threshold;
+            let alarm_event = alarm.observe(ts, flagged, score);
+            report.sink = Some(SinkOutput {
+                score,
+                threshold: p.threshold,
+                flagged,
+                alarm_event,
+            });
+            NodeUpdate::Applied(None)
+        }
+        Err(rejected) => rejected,
+    }
+}
+
+/// The fault node (test builds only): passes `first` through for its
+/// first `p.updates` updates, then fails as `p.mode` says.
+#[cfg(feature = "fault-injection")]
+fn fail_after(p: &super::nodes::FailAfterParams, applied: &mut u64, first: f64) -> NodeUpdate {
+    use super::nodes::FailMode;
+    if *applied < p.updates {
+        *applied += 1;
+        return NodeUpdate::Applied(Some(first));
+    }
+    match p.mode {
+        FailMode::Slow => {
+            tracing::info!(
+                updates = *applied,
+                slow_ms = p.slow_ms,
+                "Fault node: blocking the model thread."
+            );
+            std::thread::sleep(std::time::Duration::from_millis(p.slow_ms));
+            *applied += 1;
+            NodeUpdate::Applied(Some(first))
+        }
+        FailMode::Rejected => {
+            NodeUpdate::Rejected(format!("injected rejection after {} updates", p.updates))
+        }
+        FailMode::Uncertain => {
+            // The state moves before the failure surfaces, as it would in
+            // a node that fails half-way.
+            *applied += 1;
+            NodeUpdate::FatalUncertain(format!(
+                "injected uncertain failure after {} updates",
+                p.updates
+            ))
+        }
+    }
+}
+
+/// A node whose state is not its spec's kind: compile and restore never
+/// pair them so, so the state cannot be trusted.
+fn mismatched_state(spec: &NodeSpec, state: &NodeState) -> NodeUpdate {
+    NodeUpdate::FatalUncertain(format!(
+        "a {} node holds {} state",
+        spec.type_name(),
+        serde_json::to_value(state)
+            .ok()
+            .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+            .unwrap_or_default()
+    ))
 }
 
 /// The built-in detector as a node. Its own rejections leave it untouched;

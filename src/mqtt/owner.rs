@@ -10,10 +10,10 @@
 //! stalls for longer than about the keep-alive interval can cost the
 //! connection; that is then an ordinary outage (reported, retried).
 
-use std::{sync::Arc, time::Instant};
+use std::{ops::ControlFlow, sync::Arc, time::Instant};
 
 use chrono::{DateTime, Utc};
-use rumqttc::{AsyncClient, Event, EventLoop, Outgoing, Packet, Publish, QoS};
+use rumqttc::{AsyncClient, ConnAck, Event, EventLoop, Outgoing, Packet, Publish, QoS, SubAck};
 use tokio::{
     sync::{
         mpsc::{self, error::TrySendError},
@@ -132,6 +132,14 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
     })
 }
 
+/// How far the current connection got: `established` once every
+/// subscription is acknowledged.
+#[derive(Default)]
+struct Handshake {
+    connack_seen: bool,
+    established: bool,
+}
+
 /// How one connection attempt or session ended.
 enum SessionEnd {
     StopRequested,
@@ -245,14 +253,13 @@ impl Owner {
     }
 
     async fn stream(&mut self, attempt: u32) -> SessionEnd {
-        let mut established = false;
-        let mut connack_seen = false;
+        let mut handshake = Handshake::default();
         let deadline = tokio::time::Instant::now() + self.options.handshake_timeout;
         loop {
             let polled = tokio::select! {
                 biased;
                 () = stop_requested(&mut self.stop) => return SessionEnd::StopRequested,
-                () = sleep_until(deadline), if !established => {
+                () = sleep_until(deadline), if !handshake.established => {
                     let waiting = self.subscriptions.unacknowledged().join(", ");
                     self.eventloop.clean();
                     return SessionEnd::Lost {
@@ -260,7 +267,7 @@ impl Owner {
                             "no CONNACK or SUBACK within {:?} (waiting for: {waiting})",
                             self.options.handshake_timeout
                         ),
-                        established,
+                        established: handshake.established,
                     };
                 }
                 polled = self.eventloop.poll() => polled,
@@ -274,76 +281,13 @@ impl Owner {
                 }
                 Err(e) => {
                     return SessionEnd::Lost {
-                        reason: self.describe(&e, connack_seen),
-                        established,
+                        reason: self.describe(&e, handshake.connack_seen),
+                        established: handshake.established,
                     };
                 }
             };
-            match event {
-                Event::Incoming(Packet::ConnAck(ack)) => {
-                    connack_seen = true;
-                    debug!(monitor_id = %self.options.monitor, session_present = ack.session_present, "MQTT CONNACK received; subscribing.");
-                    for topic in self.subscriptions.on_connected() {
-                        if let Err(e) = self.client.try_subscribe(topic, QoS::AtLeastOnce) {
-                            self.eventloop.clean();
-                            return SessionEnd::Lost {
-                                reason: format!("could not queue a SUBSCRIBE: {e}"),
-                                established,
-                            };
-                        }
-                    }
-                    if self.subscriptions.announce_if_complete() {
-                        established = true;
-                        self.on_established(attempt).await;
-                    }
-                }
-                Event::Outgoing(Outgoing::Subscribe(pkid)) => {
-                    self.subscriptions.on_subscribe_sent(pkid);
-                }
-                Event::Incoming(Packet::SubAck(ack)) => {
-                    match self.subscriptions.on_suback(ack.pkid, &ack.return_codes) {
-                        SubackOutcome::Progress => {}
-                        SubackOutcome::AllAcknowledged => {
-                            established = true;
-                            self.on_established(attempt).await;
-                        }
-                        SubackOutcome::Refused { topic } => {
-                            let error = MqttError::SubscriptionRefused {
-                                monitor: self.options.monitor.clone(),
-                                topic: topic.clone(),
-                            };
-                            warn!(monitor_id = %self.options.monitor, topic = %topic, "MQTT broker refused a subscription; the monitor stays disconnected.");
-                            self.counters.subscription_refused();
-                            self.emit(ConnectionEvent::SubscriptionRefused {
-                                at: Utc::now(),
-                                topic,
-                                required: true,
-                            })
-                            .await;
-                            // Drop the connection: the retry starts a new one.
-                            self.eventloop.clean();
-                            return SessionEnd::Lost {
-                                reason: error.to_string(),
-                                established,
-                            };
-                        }
-                        SubackOutcome::OptionalRefused { topic } => {
-                            warn!(monitor_id = %self.options.monitor, topic = %topic, "MQTT broker refused an optional reading's subscription; frames do not need it.");
-                            self.counters.subscription_refused();
-                            self.emit(ConnectionEvent::SubscriptionRefused {
-                                at: Utc::now(),
-                                topic,
-                                required: false,
-                            })
-                            .await;
-                        }
-                        SubackOutcome::Unexpected { pkid } => {
-                            warn!(monitor_id = %self.options.monitor, pkid, "MQTT SUBACK for no pending SUBSCRIBE ignored.");
-                        }
-                    }
-                }
-                Event::Incoming(Packet::Publish(publish)) => self.admit(publish),
-                _ => {}
+            if let ControlFlow::Break(end) = self.on_event(event, attempt, &mut handshake).await {
+                return end;
             }
             // The read is used up (the next poll waits on the socket), or
             // the burst is full: queue what it delivered.
@@ -357,6 +301,106 @@ impl Owner {
                 }
             }
         }
+    }
+
+    /// One event of the connection; `Break` ends the session.
+    async fn on_event(
+        &mut self,
+        event: Event,
+        attempt: u32,
+        handshake: &mut Handshake,
+    ) -> ControlFlow<SessionEnd> {
+        match event {
+            Event::Incoming(Packet::ConnAck(ack)) => {
+                return self.on_connack(&ack, attempt, handshake).await;
+            }
+            Event::Outgoing(Outgoing::Subscribe(pkid)) => {
+                self.subscriptions.on_subscribe_sent(pkid);
+            }
+            Event::Incoming(Packet::SubAck(ack)) => {
+                return self.on_suback(&ack, attempt, handshake).await;
+            }
+            Event::Incoming(Packet::Publish(publish)) => self.admit(publish),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The broker accepted the connection: subscribe to every topic not
+    /// yet acknowledged (none left when the session was kept).
+    async fn on_connack(
+        &mut self,
+        ack: &ConnAck,
+        attempt: u32,
+        handshake: &mut Handshake,
+    ) -> ControlFlow<SessionEnd> {
+        handshake.connack_seen = true;
+        debug!(monitor_id = %self.options.monitor, session_present = ack.session_present, "MQTT CONNACK received; subscribing.");
+        for topic in self.subscriptions.on_connected() {
+            if let Err(e) = self.client.try_subscribe(topic, QoS::AtLeastOnce) {
+                self.eventloop.clean();
+                return ControlFlow::Break(SessionEnd::Lost {
+                    reason: format!("could not queue a SUBSCRIBE: {e}"),
+                    established: handshake.established,
+                });
+            }
+        }
+        if self.subscriptions.announce_if_complete() {
+            handshake.established = true;
+            self.on_established(attempt).await;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// A SUBACK: the connection is established once every subscription is
+    /// acknowledged; a refused required reading drops the connection.
+    async fn on_suback(
+        &mut self,
+        ack: &SubAck,
+        attempt: u32,
+        handshake: &mut Handshake,
+    ) -> ControlFlow<SessionEnd> {
+        match self.subscriptions.on_suback(ack.pkid, &ack.return_codes) {
+            SubackOutcome::Progress => {}
+            SubackOutcome::AllAcknowledged => {
+                handshake.established = true;
+                self.on_established(attempt).await;
+            }
+            SubackOutcome::Refused { topic } => {
+                let error = MqttError::SubscriptionRefused {
+                    monitor: self.options.monitor.clone(),
+                    topic: topic.clone(),
+                };
+                warn!(monitor_id = %self.options.monitor, topic = %topic, "MQTT broker refused a subscription; the monitor stays disconnected.");
+                self.counters.subscription_refused();
+                self.emit(ConnectionEvent::SubscriptionRefused {
+                    at: Utc::now(),
+                    topic,
+                    required: true,
+                })
+                .await;
+                // Drop the connection: the retry starts a new one.
+                self.eventloop.clean();
+                return ControlFlow::Break(SessionEnd::Lost {
+                    reason: error.to_string(),
+                    established: handshake.established,
+                });
+            }
+            SubackOutcome::OptionalRefused { topic } => {
+                warn!(monitor_id = %self.options.monitor, topic = %topic, "MQTT broker refused an optional reading's subscription; frames do not need it.");
+                self.counters.subscription_refused();
+                self.emit(ConnectionEvent::SubscriptionRefused {
+                    at: Utc::now(),
+                    topic,
+                    required: false,
+                })
+                .await;
+            }
+            SubackOutcome::Unexpected { pkid } => {
+                warn!(monitor_id = %self.options.monitor, pkid, "MQTT SUBACK for no pending SUBSCRIBE ignored.");
+            }
+        }
+        ControlFlow::Continue(())
     }
 
     fn describe(&self, error: &rumqttc::ConnectionError, connack_seen: bool) -> String {

@@ -15,13 +15,13 @@ use radar::{
     graph::{CompiledGraph, GraphBinding},
     mqtt::{self, IngestOptions},
     runtime::{
-        CheckpointPolicy, CoreError, ExitReason, MonitorCore, RefusedRun, StartPlan, Trigger,
-        retry_overtaken_start,
+        Attempt, CheckpointPolicy, CoreError, ExitReason, MonitorCore, RefusedRun, StartPlan,
+        Trigger, retry_overtaken_start,
     },
-    snapshot::{FencingToken, SnapshotBinding},
+    snapshot::{FencingToken, SealedSnapshot, SnapshotBinding},
     store::{
         Admission, AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim, GraphStoreError,
-        HealthRecord, MonitorRow, PendingResults, ReconcileError, WriteOutcome,
+        HealthRecord, HealthReporter, MonitorRow, PendingResults, ReconcileError, WriteOutcome,
     },
 };
 use tokio::sync::watch;
@@ -35,7 +35,7 @@ use super::{
     ingestion::IngestionActor,
     messages::{AttachInput, CommitReport, ContinueAlarms, Halt, SealNow, SealedNow},
     model::{ModelActor, ModelSetup},
-    view::{CheckpointView, Ownership},
+    view::{CheckpointView, ModelView, Ownership},
 };
 use crate::worker::{MonitorWatch, WorkerContext};
 
@@ -127,6 +127,8 @@ pub async fn start(
     }
 }
 
+/// One start attempt, in the order the module doc gives. Once the model
+/// and checkpoint actors run, a step that fails halts them both.
 async fn start_once(
     worker: Arc<WorkerContext>,
     row: MonitorRow,
@@ -146,29 +148,110 @@ async fn start_once(
     };
     let run = config.graph.as_ref().map(|g| g.run_id);
     let binding = SnapshotBinding::for_monitor(id, &config);
-
-    let (core, loaded) = match &worker.store {
-        None => {
-            tracing::info!(monitor_id = %id, "Database writes are disabled: starting fresh, no snapshot is read or written.");
-            (fresh(id, config.clone(), graph)?, None)
-        }
-        Some(store) => {
-            load(
-                store,
-                &worker,
-                &row,
-                &binding,
-                config.clone(),
-                graph,
-                &metrics,
-            )
-            .await?
-        }
-    };
-
+    let (core, loaded) =
+        restore_or_start_fresh(&worker, &row, &binding, config.clone(), graph, &metrics).await?;
     metrics.emit(events::DetectorPhaseChanged {
         phase: core.phase().into(),
     });
+    let (checkpoint, checkpoint_rx) =
+        start_checkpoint_actor(&worker, id, &monitor, &metrics, &span);
+    let keep_open = core.open_alarm_opened_at();
+    let (model_thread, model, model_rx) = start_model_actor(
+        &worker,
+        core,
+        binding,
+        &checkpoint,
+        &monitor,
+        &metrics,
+        &span,
+    )?;
+    let running = Running { model, checkpoint };
+    let SealedNow { sealed, attempt } = seal_before_subscribing(&running).await?;
+    let graph_run = config.graph.is_some();
+    let writer = commit_before_subscribing(
+        &worker, &running, &sealed, loaded, keep_open, graph_run, &metrics,
+    )
+    .await?;
+    let reporter = hand_over_the_writer(&running, writer, attempt, &metrics);
+    let ingestion = subscribe(&worker, id, &config, &running)?;
+    running.model.do_send(AttachInput {
+        messages: ingestion.messages,
+    });
+    attach_observer(&worker, id, &config, &model_rx, &checkpoint_rx);
+    let inputs = HealthInputs {
+        model: model_rx,
+        checkpoint: checkpoint_rx,
+        link: ingestion.status,
+        ingress: ingestion.counters,
+    };
+    let health = start_health_actor(&worker, id, inputs, reporter, &monitor, &metrics, &span);
+    let Running { model, checkpoint } = running;
+    let ingestion = IngestionActor::new(
+        id,
+        ingestion.control,
+        ingestion.events,
+        model.clone(),
+        metrics,
+        span,
+    )
+    .start();
+    tracing::info!(monitor_id = %id, name = %row.name, "Monitor started; subscribing.");
+    Ok(Started {
+        model,
+        model_thread,
+        checkpoint,
+        health,
+        ingestion,
+        run,
+    })
+}
+
+/// The model and checkpoint actors of a start that got them running.
+struct Running {
+    model: Addr<ModelActor>,
+    checkpoint: Addr<CheckpointActor>,
+}
+
+impl Running {
+    /// Ends a start that failed after both actors started.
+    fn halt(&self, reason: &ExitReason) {
+        self.model.do_send(Halt {
+            reason: reason.clone(),
+        });
+        self.checkpoint.do_send(Halt {
+            reason: reason.clone(),
+        });
+    }
+}
+
+/// The model to start from: restored from the stored snapshot, or fresh
+/// (always fresh when database writes are disabled, with no snapshot read).
+async fn restore_or_start_fresh(
+    worker: &WorkerContext,
+    row: &MonitorRow,
+    binding: &SnapshotBinding,
+    config: MonitorConfig,
+    graph: Option<CompiledGraph>,
+    metrics: &MonitorTelemetry,
+) -> Result<(MonitorCore, Option<FencingToken>), ExitReason> {
+    match &worker.store {
+        None => {
+            tracing::info!(monitor_id = %row.id, "Database writes are disabled: starting fresh, no snapshot is read or written.");
+            Ok((fresh(row.id, config, graph)?, None))
+        }
+        Some(store) => load(store, worker, row, binding, config, graph, metrics).await,
+    }
+}
+
+/// Starts the checkpoint actor, which owns the writer once the first
+/// commit hands it over; returns its view for health and the observer.
+fn start_checkpoint_actor(
+    worker: &WorkerContext,
+    id: Uuid,
+    monitor: &Addr<MonitorActor>,
+    metrics: &MonitorTelemetry,
+    span: &tracing::Span,
+) -> (Addr<CheckpointActor>, watch::Receiver<CheckpointView>) {
     let (checkpoint_view, checkpoint_rx) =
         watch::channel(CheckpointView::new(match worker.store {
             Some(_) => Ownership::Owner,
@@ -183,7 +266,21 @@ async fn start_once(
         span.clone(),
     )
     .start();
-    let keep_open = core.open_alarm_opened_at();
+    (checkpoint, checkpoint_rx)
+}
+
+/// Starts the model actor on the monitor's own thread; returns its view for
+/// health and the observer. If the thread cannot start, the checkpoint
+/// actor is halted.
+fn start_model_actor(
+    worker: &WorkerContext,
+    core: MonitorCore,
+    binding: SnapshotBinding,
+    checkpoint: &Addr<CheckpointActor>,
+    monitor: &Addr<MonitorActor>,
+    metrics: &MonitorTelemetry,
+    span: &tracing::Span,
+) -> Result<(ModelThread, Addr<ModelActor>, watch::Receiver<ModelView>), ExitReason> {
     let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
     let setup = ModelSetup {
         core,
@@ -209,84 +306,109 @@ async fn start_once(
             checkpoint.do_send(Halt {
                 reason: reason.clone(),
             });
-            return Err(reason.into());
+            return Err(reason);
         }
     };
     let model =
         ModelActor::start_in_arbiter(&model_thread.0.handle(), move |_| ModelActor::new(setup));
-    let halt_all = |reason: &ExitReason| {
-        model.do_send(Halt {
-            reason: reason.clone(),
-        });
-        checkpoint.do_send(Halt {
-            reason: reason.clone(),
-        });
-    };
+    Ok((model_thread, model, model_rx))
+}
 
-    // The checkpoint before subscribing: a fresh monitor claims its row (one
-    // winner among racing workers), a restored one replaces exactly the
-    // snapshot it loaded.
-    let SealedNow { sealed, attempt } = match model
+/// Asks the model for the snapshot of the checkpoint before subscribing.
+async fn seal_before_subscribing(running: &Running) -> Result<SealedNow, StartError> {
+    match running
+        .model
         .send(SealNow {
             trigger: Trigger::BeforeSubscribing,
         })
         .await
     {
-        Ok(Ok(sealed)) => sealed,
+        Ok(Ok(sealed)) => Ok(sealed),
         Ok(Err(error)) => {
             let reason = ExitReason::Failed { error };
-            halt_all(&reason);
-            return Err(reason.into());
+            running.halt(&reason);
+            Err(reason.into())
         }
         Err(e) => {
             let reason = ExitReason::Failed {
                 error: format!("model actor unavailable: {e}"),
             };
-            halt_all(&reason);
-            return Err(reason.into());
+            running.halt(&reason);
+            Err(reason.into())
         }
-    };
+    }
+}
+
+/// The checkpoint before subscribing: a fresh monitor claims its row (one
+/// winner among racing workers), a restored one replaces exactly the
+/// snapshot it loaded. Returns no writer when database writes are disabled.
+async fn commit_before_subscribing(
+    worker: &WorkerContext,
+    running: &Running,
+    sealed: &SealedSnapshot,
+    loaded: Option<FencingToken>,
+    keep_open: Option<chrono::DateTime<Utc>>,
+    graph_run: bool,
+    metrics: &MonitorTelemetry,
+) -> Result<Option<CheckpointWriter>, StartError> {
     let commit_started = std::time::Instant::now();
-    let writer = match &worker.store {
-        None => None,
-        Some(store) => {
-            match first_commit(store, &sealed, loaded, keep_open, config.graph.is_some()).await {
-                Ok((writer, alarms)) => {
-                    // Before any input reaches the model (messages keep their order).
-                    model.do_send(ContinueAlarms {
-                        after: alarms.highest_seq,
-                    });
-                    metrics.emit(events::CheckpointCommitted {
-                        trigger: Trigger::BeforeSubscribing,
-                        duration: commit_started.elapsed(),
-                        bytes: sealed.bytes.payload.len() as u64,
-                        saved_at: sealed.envelope.saved_at,
-                    });
-                    Some(writer)
-                }
-                Err(error) => {
-                    let (StartError::Superseded(reason) | StartError::Exit(reason)) = &error;
-                    halt_all(reason);
-                    return Err(error);
-                }
-            }
-        }
+    let Some(store) = &worker.store else {
+        return Ok(None);
     };
+    match first_commit(store, sealed, loaded, keep_open, graph_run).await {
+        Ok((writer, alarms)) => {
+            // Before any input reaches the model (messages keep their order).
+            running.model.do_send(ContinueAlarms {
+                after: alarms.highest_seq,
+            });
+            metrics.emit(events::CheckpointCommitted {
+                trigger: Trigger::BeforeSubscribing,
+                duration: commit_started.elapsed(),
+                bytes: sealed.bytes.payload.len() as u64,
+                saved_at: sealed.envelope.saved_at,
+            });
+            Ok(Some(writer))
+        }
+        Err(error) => {
+            let (StartError::Superseded(reason) | StartError::Exit(reason)) = &error;
+            running.halt(reason);
+            Err(error)
+        }
+    }
+}
+
+/// Reports the first commit to the model and hands the writer (if any) to
+/// the checkpoint actor; returns the health reporter that follows it.
+fn hand_over_the_writer(
+    running: &Running,
+    writer: Option<CheckpointWriter>,
+    attempt: Attempt,
+    metrics: &MonitorTelemetry,
+) -> Option<HealthReporter> {
     let reporter = writer.as_ref().map(CheckpointWriter::health_reporter);
     if writer.is_some() {
         metrics.emit(events::OwnershipAcquired);
     }
-    model.do_send(CommitReport {
+    running.model.do_send(CommitReport {
         committed: true,
         attempt,
         trigger: Some(Trigger::BeforeSubscribing),
         wall: Utc::now(),
     });
-    checkpoint.do_send(Claimed {
+    running.checkpoint.do_send(Claimed {
         writer,
-        model: model.clone(),
+        model: running.model.clone(),
     });
+    reporter
+}
 
+/// Spawns the monitor's MQTT connection, which subscribes to its readings.
+fn subscribe(
+    worker: &WorkerContext,
+    id: Uuid,
+    config: &MonitorConfig,
+    running: &Running,
+) -> Result<mqtt::Ingestion, ExitReason> {
     let options = IngestOptions::from_settings(&worker.settings, &worker.worker_id, id)
         .map(|mut o| {
             o.backoff = worker.backoff;
@@ -295,20 +417,23 @@ async fn start_once(
         .map_err(|e| ExitReason::StartupFailed {
             reason: e.to_string(),
         });
-    let ingestion = match options.and_then(|o| {
-        mqtt::spawn(o, &config.readings).map_err(|e| ExitReason::StartupFailed {
-            reason: e.to_string(),
+    options
+        .and_then(|o| {
+            mqtt::spawn(o, &config.readings).map_err(|e| ExitReason::StartupFailed {
+                reason: e.to_string(),
+            })
         })
-    }) {
-        Ok(ingestion) => ingestion,
-        Err(reason) => {
-            halt_all(&reason);
-            return Err(reason.into());
-        }
-    };
-    model.do_send(AttachInput {
-        messages: ingestion.messages,
-    });
+        .inspect_err(|reason| running.halt(reason))
+}
+
+/// Lets the worker's observer (if any) watch the monitor's views.
+fn attach_observer(
+    worker: &WorkerContext,
+    id: Uuid,
+    config: &MonitorConfig,
+    model_rx: &watch::Receiver<ModelView>,
+    checkpoint_rx: &watch::Receiver<CheckpointView>,
+) {
     if let Some(observer) = &worker.observer {
         observer.attach(MonitorWatch {
             id,
@@ -317,14 +442,21 @@ async fn start_once(
             checkpoint: checkpoint_rx.clone(),
         });
     }
-    let inputs = HealthInputs {
-        model: model_rx,
-        checkpoint: checkpoint_rx,
-        link: ingestion.status,
-        ingress: ingestion.counters,
-    };
+}
+
+/// Starts the health actor, which reports the monitor's status and
+/// heartbeats through `reporter` (none when database writes are disabled).
+fn start_health_actor(
+    worker: &WorkerContext,
+    id: Uuid,
+    inputs: HealthInputs,
+    reporter: Option<HealthReporter>,
+    monitor: &Addr<MonitorActor>,
+    metrics: &MonitorTelemetry,
+    span: &tracing::Span,
+) -> Addr<HealthActor> {
     metrics.set_queue_capacity(worker.settings.ingress_queue_capacity);
-    let health = HealthActor::new(
+    HealthActor::new(
         id,
         inputs,
         reporter,
@@ -333,25 +465,7 @@ async fn start_once(
         metrics.clone(),
         span.clone(),
     )
-    .start();
-    let ingestion = IngestionActor::new(
-        id,
-        ingestion.control,
-        ingestion.events,
-        model.clone(),
-        metrics,
-        span,
-    )
-    .start();
-    tracing::info!(monitor_id = %id, name = %row.name, "Monitor started; subscribing.");
-    Ok(Started {
-        model,
-        model_thread,
-        checkpoint,
-        health,
-        ingestion,
-        run,
-    })
+    .start()
 }
 
 /// A new model: the built-in detector, or the graph run's nodes.

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::snapshot::{FencingToken, SealedSnapshot};
 use crate::store::{
-    checkout,
+    StoreError, checkout,
     evidence::{AlarmReconciliation, PendingResults, close_orphaned_alarms, insert_results},
     fence::Fence,
     health::HealthReporter,
@@ -153,49 +153,17 @@ impl CheckpointWriter {
     /// snapshot row, checks it still holds this writer's signature, and
     /// writes the batch under that signature. `batch` is only read.
     pub async fn commit_evidence(self, batch: &PendingResults) -> WriteOutcome {
-        if self.fence.is_lost() {
-            return WriteOutcome::OwnershipLost(self.lose(WriteKind::EvidenceBatch));
-        }
-        let accepted = self.fence.accepted(false);
-        let store = &self.store;
-        let result = store
-            .bounded(async {
-                let mut conn = checkout(&store.pool).await?;
-                let outcome = conn
-                    .transaction::<_, TxError, _>(async |conn| {
-                        let held =
-                            lock_held_signature(conn, self.service_id, &accepted, self.graph_run)
-                                .await?;
-                        insert_results(conn, self.service_id, &held, batch).await?;
-                        Ok(held)
-                    })
-                    .await;
-                Ok(outcome)
-            })
-            .await;
-        match result {
-            Ok(Ok(held)) => {
+        match self.write_under_held_signature(EvidenceBatch(batch)).await {
+            Ok((writer, held, ())) => {
                 // The row may show a checkpoint whose commit we could not
                 // confirm: it is ours, so adopt it.
                 if let Some(token) = FencingToken::from_slice(&held) {
-                    self.fence.confirm(&token);
+                    writer.fence.confirm(&token);
                 }
-                WriteOutcome::Committed(self)
+                WriteOutcome::Committed(writer)
             }
-            Ok(Err(TxError::Refused)) => {
-                WriteOutcome::OwnershipLost(self.lose(WriteKind::EvidenceBatch))
-            }
-            Ok(Err(TxError::RunFailed)) => {
-                WriteOutcome::OwnershipLost(self.fenced_by_failed_run(WriteKind::EvidenceBatch))
-            }
-            Ok(Err(TxError::Db(e))) => WriteOutcome::Failed {
-                error: self.store.db_error(e),
-                writer: self,
-            },
-            Err(error) => WriteOutcome::Failed {
-                writer: self,
-                error,
-            },
+            Err(HeldWriteError::OwnershipLost(lost)) => WriteOutcome::OwnershipLost(lost),
+            Err(HeldWriteError::Failed { writer, error }) => WriteOutcome::Failed { writer, error },
         }
     }
 
@@ -208,8 +176,27 @@ impl CheckpointWriter {
         self,
         keep_open: Option<DateTime<Utc>>,
     ) -> Result<(Self, AlarmReconciliation), ReconcileError> {
+        match self
+            .write_under_held_signature(CloseOrphanedAlarms { keep_open })
+            .await
+        {
+            Ok((writer, _held, found)) => Ok((writer, found)),
+            Err(HeldWriteError::OwnershipLost(lost)) => Err(ReconcileError::OwnershipLost(lost)),
+            Err(HeldWriteError::Failed { error, .. }) => Err(ReconcileError::Failed(error)),
+        }
+    }
+
+    /// The bounded transaction every write between checkpoints makes: locks
+    /// the snapshot row, checks it holds a signature this writer accepts
+    /// (and, for a graph run, that the run is not recorded as failed), then
+    /// makes `write` under that signature. A refusal counts as a refused
+    /// evidence batch. Returns the signature the row held.
+    async fn write_under_held_signature<W: HeldWrite>(
+        self,
+        write: W,
+    ) -> Result<(Self, Vec<u8>, W::Output), HeldWriteError> {
         if self.fence.is_lost() {
-            return Err(ReconcileError::OwnershipLost(
+            return Err(HeldWriteError::OwnershipLost(
                 self.lose(WriteKind::EvidenceBatch),
             ));
         }
@@ -223,22 +210,29 @@ impl CheckpointWriter {
                         let held =
                             lock_held_signature(conn, self.service_id, &accepted, self.graph_run)
                                 .await?;
-                        Ok(close_orphaned_alarms(conn, self.service_id, &held, keep_open).await?)
+                        let output = write.write(conn, self.service_id, &held).await?;
+                        Ok((held, output))
                     })
                     .await;
                 Ok(outcome)
             })
             .await;
         match result {
-            Ok(Ok(found)) => Ok((self, found)),
-            Ok(Err(TxError::Refused)) => Err(ReconcileError::OwnershipLost(
+            Ok(Ok((held, output))) => Ok((self, held, output)),
+            Ok(Err(TxError::Refused)) => Err(HeldWriteError::OwnershipLost(
                 self.lose(WriteKind::EvidenceBatch),
             )),
-            Ok(Err(TxError::RunFailed)) => Err(ReconcileError::OwnershipLost(
+            Ok(Err(TxError::RunFailed)) => Err(HeldWriteError::OwnershipLost(
                 self.fenced_by_failed_run(WriteKind::EvidenceBatch),
             )),
-            Ok(Err(TxError::Db(e))) => Err(ReconcileError::Failed(self.store.db_error(e))),
-            Err(error) => Err(ReconcileError::Failed(error)),
+            Ok(Err(TxError::Db(e))) => Err(HeldWriteError::Failed {
+                error: self.store.db_error(e),
+                writer: self,
+            }),
+            Err(error) => Err(HeldWriteError::Failed {
+                writer: self,
+                error,
+            }),
         }
     }
 
@@ -251,6 +245,71 @@ impl CheckpointWriter {
             reason: LossReason::FailedRun,
             ..self.lose(refused)
         }
+    }
+}
+
+/// How a write under the row's held signature did not happen.
+enum HeldWriteError {
+    OwnershipLost(OwnershipLost),
+    /// Nothing was committed; the writer may retry.
+    Failed {
+        writer: CheckpointWriter,
+        error: StoreError,
+    },
+}
+
+/// A write made under the snapshot row's lock, stamped with the signature
+/// the row holds.
+trait HeldWrite: Send {
+    type Output: Send;
+
+    fn write<'c>(
+        self,
+        conn: &'c mut diesel_async::AsyncPgConnection,
+        service_id: Uuid,
+        held: &'c [u8],
+    ) -> impl Future<Output = Result<Self::Output, diesel::result::Error>> + Send + 'c
+    where
+        Self: 'c;
+}
+
+/// A background batch of results.
+struct EvidenceBatch<'a>(&'a PendingResults);
+
+impl HeldWrite for EvidenceBatch<'_> {
+    type Output = ();
+
+    fn write<'c>(
+        self,
+        conn: &'c mut diesel_async::AsyncPgConnection,
+        service_id: Uuid,
+        held: &'c [u8],
+    ) -> impl Future<Output = Result<(), diesel::result::Error>> + Send + 'c
+    where
+        Self: 'c,
+    {
+        insert_results(conn, service_id, held, self.0)
+    }
+}
+
+/// The close of the alarms a restored detector does not know.
+struct CloseOrphanedAlarms {
+    keep_open: Option<DateTime<Utc>>,
+}
+
+impl HeldWrite for CloseOrphanedAlarms {
+    type Output = AlarmReconciliation;
+
+    fn write<'c>(
+        self,
+        conn: &'c mut diesel_async::AsyncPgConnection,
+        service_id: Uuid,
+        held: &'c [u8],
+    ) -> impl Future<Output = Result<AlarmReconciliation, diesel::result::Error>> + Send + 'c
+    where
+        Self: 'c,
+    {
+        close_orphaned_alarms(conn, service_id, held, self.keep_open)
     }
 }
 
