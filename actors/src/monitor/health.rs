@@ -16,7 +16,7 @@ use radar::{
     coverage::CoverageHistory,
     mqtt::{IngressCounters, LinkStatus},
     snapshot::RecoveryMetadata,
-    store::{HealthOutcome, HealthRecord, HealthReporter, Heartbeats},
+    store::{HealthOutcome, HealthRecord, HealthReporter, Heartbeats, JsonDocument},
 };
 use tokio::sync::{Mutex, watch};
 use uuid::Uuid;
@@ -92,7 +92,8 @@ pub struct HealthActor {
     network_rejected: (u64, u64),
     halted: bool,
     /// The recovery and coverage documents as last serialized: a record
-    /// reuses them until the model publishes new ones.
+    /// shares them (no copy, no serialization) until the model publishes
+    /// new ones.
     documents: Documents,
     metrics: MonitorTelemetry,
     span: tracing::Span,
@@ -102,20 +103,20 @@ pub struct HealthActor {
 /// were made from (the view shares them, so a new one is a new pointer).
 #[derive(Default)]
 struct Documents {
-    recovery: Option<(Arc<RecoveryMetadata>, Option<serde_json::Value>)>,
-    coverage: Option<(Arc<CoverageHistory>, Option<serde_json::Value>)>,
+    recovery: Option<(Arc<RecoveryMetadata>, Option<JsonDocument>)>,
+    coverage: Option<(Arc<CoverageHistory>, Option<JsonDocument>)>,
 }
 
 /// `value`'s JSON, serialized again only when `value` is not the one
 /// `cached` was made from.
 fn reuse<T: serde::Serialize>(
-    cached: &mut Option<(Arc<T>, Option<serde_json::Value>)>,
+    cached: &mut Option<(Arc<T>, Option<JsonDocument>)>,
     value: &Arc<T>,
-) -> Option<serde_json::Value> {
+) -> Option<JsonDocument> {
     match cached {
         Some((from, json)) if Arc::ptr_eq(from, value) => json.clone(),
         _ => {
-            let json = serde_json::to_value(&**value).ok();
+            let json = JsonDocument::new(&**value).ok();
             *cached = Some((value.clone(), json.clone()));
             json
         }
@@ -151,23 +152,25 @@ impl HealthActor {
 
     /// Decides the state from the published views.
     fn assess(&mut self) -> RunState {
-        let model = self.inputs.model.borrow().clone();
-        let link = self.inputs.link.borrow().clone();
+        // Borrowed, not cloned: the view holds strings and a list of
+        // readings, and nothing here outlives the borrow.
+        let model = self.inputs.model.borrow();
+        let connected = self.inputs.link.borrow().connected;
         let admitted = self.inputs.ingress.snapshot().admitted;
         let queued = admitted.saturating_sub(model.consumed);
         if model.consumed != self.progress.0 {
             self.progress = (model.consumed, Instant::now());
         }
-        self.ever_connected |= link.connected;
+        self.ever_connected |= connected;
         if model.quarantine.is_some() {
             RunState::Quarantined
         } else if queued > 0 && self.progress.1.elapsed() >= STALL_AFTER {
             RunState::Stalled
         } else if model.suspended {
             RunState::CheckpointStalled
-        } else if link.connected && model.no_data.is_some() {
+        } else if connected && model.no_data.is_some() {
             RunState::NoData
-        } else if link.connected {
+        } else if connected {
             RunState::Running
         } else if self.ever_connected {
             RunState::Disconnected
@@ -345,3 +348,4 @@ impl Handler<FinalReport> for HealthActor {
         })
     }
 }
+
