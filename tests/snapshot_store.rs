@@ -150,7 +150,7 @@ fn health(state: &str, heartbeat_at: DateTime<Utc>) -> HealthRecord {
         processed_count: 3,
         last_checkpoint_at: Some(at(0)),
         recovery: None,
-        coverage: Some(serde_json::json!({"version": 1, "gaps": []})),
+        coverage: Some(serde_json::json!({"version": 1, "gaps": []}).into()),
         last_error: None,
         readings_seen: vec![
             (

@@ -39,7 +39,7 @@ fn health(state: &str, heartbeat_at: DateTime<Utc>) -> HealthRecord {
         processed_count: 3,
         last_checkpoint_at: Some(at(0)),
         recovery: None,
-        coverage: Some(serde_json::json!({"version": 1, "gaps": []})),
+        coverage: Some(serde_json::json!({"version": 1, "gaps": []}).into()),
         last_error: None,
         heartbeat_at,
         readings_seen: vec![
@@ -208,12 +208,17 @@ async fn every_monitors_heartbeat_of_an_interval_is_one_transaction_of_few_state
         ownership: String,
         #[diesel(sql_type = diesel::sql_types::Jsonb)]
         reading_seen_at: serde_json::Value,
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Jsonb>)]
+        coverage: Option<serde_json::Value>,
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Jsonb>)]
+        recovery: Option<serde_json::Value>,
     }
     let database_now = store::read_clock(&fleet.pool).await.unwrap().database_now;
     for m in &fleet.monitors {
         let seen: Beat = diesel::sql_query(
             "SELECT heartbeat_at, last_checkpoint_at, fencing_token, worker_id, ownership, \
-             reading_seen_at FROM radar_operational_status WHERE service_id = $1",
+             reading_seen_at, coverage, recovery FROM radar_operational_status \
+             WHERE service_id = $1",
         )
         .bind::<diesel::sql_types::Uuid, _>(m.id)
         .get_result(&mut fleet.conn().await)
@@ -238,6 +243,14 @@ async fn every_monitors_heartbeat_of_an_interval_is_one_transaction_of_few_state
             "flow was seen {age} before the heartbeat, not 12 s"
         );
         assert!(seen.reading_seen_at["pressure"].is_null());
+        // The documents, handed over as text, are stored as the JSON they
+        // hold (an object, not a string), and an absent one as null.
+        assert_eq!(
+            seen.coverage,
+            Some(serde_json::json!({"version": 1, "gaps": []})),
+            "coverage"
+        );
+        assert_eq!(seen.recovery, None, "recovery");
     }
 }
 

@@ -25,7 +25,7 @@ use super::{
     cached::{StaticSql, static_sql},
     checkout,
     checkpoints::{CheckpointStore, WriteKind},
-    health::{HealthOutcome, HealthRecord, HealthReporter, MAX_RACES},
+    health::{HealthOutcome, HealthRecord, HealthReporter, JsonDocument, MAX_RACES},
 };
 
 /// How often the flusher writes the heartbeats gathered since its last
@@ -259,8 +259,8 @@ struct StatusColumns<'a> {
     processed_count: Vec<i64>,
     last_checkpoint_at: Vec<Option<DateTime<Utc>>>,
     fencing_token: Vec<Option<&'a str>>,
-    recovery: Vec<Option<&'a serde_json::Value>>,
-    coverage: Vec<Option<&'a serde_json::Value>>,
+    recovery: Vec<Option<&'a str>>,
+    coverage: Vec<Option<&'a str>>,
     last_error: Vec<Option<&'a str>>,
     taken_at: Vec<DateTime<Utc>>,
     /// Per monitor, each required reading's age in seconds when the record
@@ -284,8 +284,10 @@ impl<'a> StatusColumns<'a> {
         self.last_checkpoint_at.push(record.last_checkpoint_at);
         self.fencing_token
             .push((!p.token.is_empty()).then_some(p.token.as_str()));
-        self.recovery.push(record.recovery.as_ref());
-        self.coverage.push(record.coverage.as_ref());
+        self.recovery
+            .push(record.recovery.as_ref().map(JsonDocument::as_str));
+        self.coverage
+            .push(record.coverage.as_ref().map(JsonDocument::as_str));
         self.last_error.push(record.last_error.as_deref());
         self.taken_at.push(record.heartbeat_at);
         let ages: serde_json::Map<String, serde_json::Value> = record
@@ -317,13 +319,13 @@ INSERT INTO radar_operational_status (service_id, worker_id, state, phase, conne
     processed_count, last_checkpoint_at, fencing_token, ownership, recovery, coverage,
     last_error, heartbeat_at, reading_seen_at)
 SELECT b.service_id, $2, b.state, b.phase, b.connected, b.processed_count,
-    now() - (b.taken_at - b.last_checkpoint_at), b.fencing_token, 'owner', b.recovery,
-    b.coverage, b.last_error, now(),
+    now() - (b.taken_at - b.last_checkpoint_at), b.fencing_token, 'owner', b.recovery::jsonb,
+    b.coverage::jsonb, b.last_error, now(),
     (SELECT jsonb_object_agg(e.key, CASE WHEN jsonb_typeof(e.value) = 'number'
             THEN now() - make_interval(secs => (e.value #>> '{}')::float8) END)
      FROM jsonb_each(b.seen_ago) AS e)
 FROM unnest($1::uuid[], $3::text[], $4::text[], $5::bool[], $6::int8[],
-        $7::timestamptz[], $8::text[], $9::jsonb[], $10::jsonb[], $11::text[],
+        $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[],
         $14::timestamptz[], $15::jsonb[])
     AS b(service_id, state, phase, connected, processed_count, last_checkpoint_at,
         fencing_token, recovery, coverage, last_error, taken_at, seen_ago)
@@ -364,8 +366,8 @@ fn statement<'a>(store: &CheckpointStore, chunk: &[&'a Prepared]) -> StaticSql<'
         .bind::<Array<Int8>, _>(c.processed_count)
         .bind::<Array<Nullable<Timestamptz>>, _>(c.last_checkpoint_at)
         .bind::<Array<Nullable<Text>>, _>(c.fencing_token)
-        .bind::<Array<Nullable<Jsonb>>, _>(c.recovery)
-        .bind::<Array<Nullable<Jsonb>>, _>(c.coverage)
+        .bind::<Array<Nullable<Text>>, _>(c.recovery)
+        .bind::<Array<Nullable<Text>>, _>(c.coverage)
         .bind::<Array<Nullable<Text>>, _>(c.last_error)
         .bind::<Array<diesel::sql_types::Uuid>, _>(c.accepted_id)
         .bind::<Array<Bytea>, _>(c.accepted_signature)

@@ -49,7 +49,7 @@ pub use graphs::{
     Activated, Admission, AdmissionRefusal, FailureRecord, GraphStore, GraphStoreError, PlanChange,
     PublishPlan, RetriedFailure, RevisionRow, RunInspection, RunRow, RunSummary, StopOutcome,
 };
-pub use health::{HealthOutcome, HealthRecord, HealthReporter};
+pub use health::{HealthOutcome, HealthRecord, HealthReporter, JsonDocument};
 pub use heartbeats::{FLUSH_EVERY, HeartbeatFlusher, Heartbeats, MAX_ROWS_PER_STATEMENT};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorRow, Services};

@@ -5,7 +5,7 @@
 //! evidence transaction is blocked.
 
 use std::{
-    sync::Arc,
+    sync::{Arc, OnceLock},
     time::{Duration, Instant},
 };
 
@@ -16,7 +16,7 @@ use radar::{
     coverage::CoverageHistory,
     mqtt::{IngressCounters, LinkStatus},
     snapshot::RecoveryMetadata,
-    store::{HealthOutcome, HealthRecord, HealthReporter, Heartbeats},
+    store::{HealthOutcome, HealthRecord, HealthReporter, Heartbeats, JsonDocument},
 };
 use tokio::sync::{Mutex, watch};
 use uuid::Uuid;
@@ -29,6 +29,31 @@ use super::{
 
 /// How often a monitor reports its health.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// When a monitor's periodic beats fall: on a grid of [`HEARTBEAT`]s
+/// shared by every monitor of the process, offset by a whole second for
+/// half of them (by id), the first after `now` by at most one [`HEARTBEAT`].
+/// Every monitor still beats every [`HEARTBEAT`], but one timer wakeup
+/// serves half the monitors instead of one wakeup each (a wakeup per
+/// monitor was much of an idle worker's CPU), and the worker's flush
+/// still writes about half of them each second.
+pub fn first_beat(service_id: Uuid, now: tokio::time::Instant) -> tokio::time::Instant {
+    static GRID: OnceLock<tokio::time::Instant> = OnceLock::new();
+    let grid = *GRID.get_or_init(|| now);
+    let half = HEARTBEAT / 2;
+    let offset = if service_id.as_u128() & 1 == 1 {
+        half
+    } else {
+        Duration::ZERO
+    };
+    let start = grid + offset;
+    if now < start {
+        return start;
+    }
+    // How far into its current cycle the grid is: less than a HEARTBEAT.
+    let into = (now - start).as_nanos() % HEARTBEAT.as_nanos();
+    now + (HEARTBEAT - Duration::from_nanos(u64::try_from(into).unwrap_or(0)))
+}
+
 /// Queued input that has not moved for this long means the model is stalled.
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
 
@@ -92,7 +117,8 @@ pub struct HealthActor {
     network_rejected: (u64, u64),
     halted: bool,
     /// The recovery and coverage documents as last serialized: a record
-    /// reuses them until the model publishes new ones.
+    /// shares them (no copy, no serialization) until the model publishes
+    /// new ones.
     documents: Documents,
     metrics: MonitorTelemetry,
     span: tracing::Span,
@@ -102,20 +128,20 @@ pub struct HealthActor {
 /// were made from (the view shares them, so a new one is a new pointer).
 #[derive(Default)]
 struct Documents {
-    recovery: Option<(Arc<RecoveryMetadata>, Option<serde_json::Value>)>,
-    coverage: Option<(Arc<CoverageHistory>, Option<serde_json::Value>)>,
+    recovery: Option<(Arc<RecoveryMetadata>, Option<JsonDocument>)>,
+    coverage: Option<(Arc<CoverageHistory>, Option<JsonDocument>)>,
 }
 
 /// `value`'s JSON, serialized again only when `value` is not the one
 /// `cached` was made from.
 fn reuse<T: serde::Serialize>(
-    cached: &mut Option<(Arc<T>, Option<serde_json::Value>)>,
+    cached: &mut Option<(Arc<T>, Option<JsonDocument>)>,
     value: &Arc<T>,
-) -> Option<serde_json::Value> {
+) -> Option<JsonDocument> {
     match cached {
         Some((from, json)) if Arc::ptr_eq(from, value) => json.clone(),
         _ => {
-            let json = serde_json::to_value(&**value).ok();
+            let json = JsonDocument::new(&**value).ok();
             *cached = Some((value.clone(), json.clone()));
             json
         }
@@ -151,23 +177,25 @@ impl HealthActor {
 
     /// Decides the state from the published views.
     fn assess(&mut self) -> RunState {
-        let model = self.inputs.model.borrow().clone();
-        let link = self.inputs.link.borrow().clone();
+        // Borrowed, not cloned: the view holds strings and a list of
+        // readings, and nothing here outlives the borrow.
+        let model = self.inputs.model.borrow();
+        let connected = self.inputs.link.borrow().connected;
         let admitted = self.inputs.ingress.snapshot().admitted;
         let queued = admitted.saturating_sub(model.consumed);
         if model.consumed != self.progress.0 {
             self.progress = (model.consumed, Instant::now());
         }
-        self.ever_connected |= link.connected;
+        self.ever_connected |= connected;
         if model.quarantine.is_some() {
             RunState::Quarantined
         } else if queued > 0 && self.progress.1.elapsed() >= STALL_AFTER {
             RunState::Stalled
         } else if model.suspended {
             RunState::CheckpointStalled
-        } else if link.connected && model.no_data.is_some() {
+        } else if connected && model.no_data.is_some() {
             RunState::NoData
-        } else if link.connected {
+        } else if connected {
             RunState::Running
         } else if self.ever_connected {
             RunState::Disconnected
@@ -297,7 +325,8 @@ impl Actor for HealthActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         self.beat(ctx);
-        ctx.run_interval(HEARTBEAT, |act, ctx| act.beat(ctx));
+        let first = first_beat(self.service_id, tokio::time::Instant::now());
+        ctx.run_interval_at(first, HEARTBEAT, |act, ctx| act.beat(ctx));
     }
 }
 
@@ -343,5 +372,51 @@ impl Handler<FinalReport> for HealthActor {
                 tracing::warn!(monitor_id = %service_id, %error, "Could not write the final status.");
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every monitor beats at most one `HEARTBEAT` after it starts (its
+    /// status row stays as fresh as with a timer of its own), and monitors
+    /// share two instants per cycle, one second apart.
+    #[test]
+    fn beats_fall_on_two_shared_instants_at_most_one_heartbeat_away() {
+        let even = Uuid::from_u128(2);
+        let odd = Uuid::from_u128(3);
+        let base = tokio::time::Instant::now();
+        // The grid is the process's: its origin is whatever the first call saw.
+        let origin = first_beat(even, base);
+        assert!(origin > base && origin <= base + HEARTBEAT);
+        for step_ms in [0u64, 1, 250, 999, 1000, 1001, 1999, 2000, 2001, 7777] {
+            let now = base + Duration::from_millis(step_ms);
+            let a = first_beat(even, now);
+            let b = first_beat(odd, now);
+            for (at, label) in [(a, "even"), (b, "odd")] {
+                assert!(at > now, "{label} at {step_ms} ms: not after now");
+                assert!(
+                    at <= now + HEARTBEAT,
+                    "{label} at {step_ms} ms: later than one heartbeat"
+                );
+            }
+            let apart = if a > b { a - b } else { b - a };
+            assert_eq!(
+                apart.as_millis() % HEARTBEAT.as_millis(),
+                (HEARTBEAT / 2).as_millis(),
+                "at {step_ms} ms: the two halves are not one second apart"
+            );
+            assert_eq!(
+                (a - origin).as_nanos() % HEARTBEAT.as_nanos(),
+                0,
+                "at {step_ms} ms: off the grid"
+            );
+            assert_eq!(
+                first_beat(Uuid::from_u128(4), now),
+                a,
+                "same half, same instant"
+            );
+        }
     }
 }
