@@ -1,319 +1,24 @@
-//! The model side of one monitor, free of any actor framework: payload
-//! parsing, alignment, the detector, coverage and the cumulative counters, in
-//! the one order that both the worker and the offline replay use.
-//!
-//! Every method takes the clock as an argument and returns what changed, so
-//! the runtime decides what to checkpoint or publish.
+//! Advancing the model: ingesting, expiring, fitting, suspending, and the
+//! bookkeeping of each frame's fate.
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::graph_run::{GraphFrame, GraphRun};
-
-mod graph;
-#[cfg(test)]
-mod tests;
 use crate::{
-    align::{
-        Admission, AlignError, AlignRejection, Aligner, AlignmentCounters, Frame, Observation,
-    },
-    config::MonitorConfig,
-    coverage::{CoverageHistory, GapCause},
-    detector::{AlarmEvent, Detector, DetectorError, Outcome, Phase, Scored},
-    graph::{FailureDiagnostics, FrameReport},
+    align::{Admission, AlignRejection, AlignmentCounters, Frame, Observation},
+    coverage::GapCause,
+    detector::{AlarmEvent, Outcome, Phase, Scored},
+    graph::FrameReport,
     mqtt::payload::PayloadRejection,
-    snapshot::{ManagedState, ProcessingCounters, RecoveryMetadata},
-    store::{AlarmRecord, EvidenceRecord, PendingResults},
+    runtime::graph_run::GraphFrame,
+    snapshot::ManagedState,
+    store::{AlarmRecord, EvidenceRecord},
     telemetry::RejectReason,
 };
 
-/// Why a monitor's model could not be built or restored.
-#[derive(Debug, thiserror::Error)]
-pub enum CoreError {
-    #[error("monitor {service_id}: {source}")]
-    Align {
-        service_id: Uuid,
-        #[source]
-        source: AlignError,
-    },
-    #[error("monitor {service_id}: {source}")]
-    Detector {
-        service_id: Uuid,
-        #[source]
-        source: DetectorError,
-    },
-    #[error("monitor {service_id} cannot run its graph: {reason}")]
-    Graph { service_id: Uuid, reason: String },
-}
-
-/// Why a monitor's state could not be exported into a snapshot.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    #[error("monitor {service_id}: encoding the snapshot failed: {source}")]
-    Encode {
-        service_id: Uuid,
-        #[source]
-        source: rmp_serde::encode::Error,
-    },
-    #[error(
-        "monitor {service_id} is quarantined: its graph state may be damaged and is never exported"
-    )]
-    Quarantined { service_id: Uuid },
-}
-
-/// What scores the frames. One per monitor, moved only when the monitor is
-/// built, so the size difference of the variants costs nothing.
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
-enum Engine {
-    /// The built-in detector of a plain monitor.
-    Detector(Detector),
-    /// A graph run's executor (its own detector nodes included).
-    Graph(GraphRun),
-}
-
-/// The verdict on one frame, whichever engine scored it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    pub score: f64,
-    pub flagged: bool,
-    pub alarm_event: Option<AlarmEvent>,
-}
-
-/// What one step of the model changed.
-#[derive(Debug, Default)]
-pub struct Step {
-    /// Why the observation was not used, if it was not.
-    pub rejected: Option<RejectReason>,
-    /// The frame offered to the detector, if one was complete.
-    pub frame: Option<Frame>,
-    /// The detector's verdict on that frame, once it is monitoring (plain
-    /// monitors only).
-    pub scored: Option<Scored>,
-    /// The verdict of the detector or of a graph's alarm sink.
-    pub verdict: Option<Verdict>,
-    /// A graph node failed uncertainly on this frame: the monitor is
-    /// quarantined from now on.
-    pub quarantined: Option<FailureDiagnostics>,
-    /// The detector is in a new phase after this step.
-    pub phase_changed: Option<Phase>,
-    /// The fit is due: checkpoint, then call [`MonitorCore::fit`].
-    pub fit_due: bool,
-    /// The coverage history changed: a checkpoint trigger.
-    pub coverage_changed: bool,
-    /// Alarms and evidence to commit.
-    pub results: PendingResults,
-}
-
-/// One monitor's complete model-side state.
-#[derive(Debug)]
-pub struct MonitorCore {
-    service_id: Uuid,
-    config: MonitorConfig,
-    readings: Vec<String>,
-    aligner: Aligner,
-    engine: Engine,
-    coverage: CoverageHistory,
-    counters: ProcessingCounters,
-    recovery: RecoveryMetadata,
-    /// When the open alarm opened, so its close can be written as a whole row.
-    open_alarm: Option<(u64, DateTime<Utc>)>,
-    /// Input is drained and counted without advancing the model, because
-    /// checkpoints stopped committing.
-    suspended: bool,
-}
+use super::{CoreError, Engine, ExportError, MonitorCore, Step, Verdict};
 
 impl MonitorCore {
-    /// A monitor with no snapshot: a new detector and a startup gap.
-    pub fn fresh(
-        service_id: Uuid,
-        config: MonitorConfig,
-        now: DateTime<Utc>,
-    ) -> Result<Self, CoreError> {
-        let detector = Detector::for_readings(config.detector.clone(), &required_names(&config))
-            .map_err(|source| CoreError::Detector { service_id, source })?;
-        Self::fresh_with(service_id, config, Engine::Detector(detector), now)
-    }
-
-    fn fresh_with(
-        service_id: Uuid,
-        config: MonitorConfig,
-        engine: Engine,
-        now: DateTime<Utc>,
-    ) -> Result<Self, CoreError> {
-        let aligner = Aligner::new(config.alignment.clone(), &config.readings)
-            .map_err(|source| CoreError::Align { service_id, source })?;
-        Ok(Self {
-            service_id,
-            readings: required_names(&config),
-            config,
-            aligner,
-            engine,
-            coverage: CoverageHistory::fresh(now),
-            counters: ProcessingCounters::default(),
-            recovery: RecoveryMetadata::default(),
-            open_alarm: None,
-            suspended: false,
-        })
-    }
-
-    /// A monitor restored from its verified snapshot. Watermarks come back,
-    /// partial frames do not (they were never saved), and the time since the
-    /// snapshot was saved is recorded as a possible gap: the live stream is
-    /// not replayed.
-    pub fn restore(
-        service_id: Uuid,
-        config: MonitorConfig,
-        state: ManagedState,
-        detector: Option<Detector>,
-        saved_at: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<Self, CoreError> {
-        let detector = match detector {
-            Some(detector) => detector,
-            // An initial snapshot taken before the detector existed.
-            None => Detector::for_readings(config.detector.clone(), &required_names(&config))
-                .map_err(|source| CoreError::Detector { service_id, source })?,
-        };
-        Self::restore_with(
-            service_id,
-            config,
-            Engine::Detector(detector),
-            state,
-            saved_at,
-            now,
-        )
-    }
-
-    fn restore_with(
-        service_id: Uuid,
-        config: MonitorConfig,
-        engine: Engine,
-        state: ManagedState,
-        saved_at: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<Self, CoreError> {
-        let aligner = Aligner::restore(
-            config.alignment.clone(),
-            &config.readings,
-            state.watermarks,
-            state.alignment,
-        )
-        .map_err(|source| CoreError::Align { service_id, source })?;
-        let mut coverage = state.coverage;
-        coverage.record_restore(saved_at, now);
-        let mut counters = state.counters;
-        if state.partial_observations > 0 {
-            // Held at save time, received then: their fate is this restore.
-            let cleared = counters
-                .observations_rejected
-                .entry(RejectReason::PartialCleared.as_str().to_string())
-                .or_default();
-            *cleared = cleared.saturating_add(state.partial_observations);
-        }
-        let recovery = RecoveryMetadata {
-            restored_processed_count: Some(counters.frames),
-            // Partial frames are never saved: what was held is dropped.
-            cleared_partial_observations: state.partial_observations,
-        };
-        Ok(Self {
-            service_id,
-            readings: required_names(&config),
-            config,
-            aligner,
-            open_alarm: state.open_alarm,
-            engine,
-            coverage,
-            counters,
-            recovery,
-            suspended: false,
-        })
-    }
-
-    pub fn service_id(&self) -> Uuid {
-        self.service_id
-    }
-
-    /// The open alarm the detector knows (restored from the snapshot).
-    pub fn open_alarm_opened_at(&self) -> Option<DateTime<Utc>> {
-        self.open_alarm.map(|(_, at)| at)
-    }
-
-    /// After a restore: the alarm table already holds alarms up to `seq`
-    /// (some committed after the snapshot), so new ones are numbered after it.
-    pub fn continue_alarms_after(&mut self, seq: u64) {
-        match &mut self.engine {
-            Engine::Detector(detector) => detector.continue_alarms_after(seq),
-            Engine::Graph(run) => run.continue_alarms_after(seq),
-        }
-    }
-
-    pub fn config(&self) -> &MonitorConfig {
-        &self.config
-    }
-
-    /// The detector's phase; for a graph run, its least advanced detector node's.
-    pub fn phase(&self) -> Phase {
-        match &self.engine {
-            Engine::Detector(detector) => detector.phase(),
-            Engine::Graph(run) => run.phase(),
-        }
-    }
-
-    /// The built-in detector; `None` for a graph run.
-    pub fn detector(&self) -> Option<&Detector> {
-        match &self.engine {
-            Engine::Detector(detector) => Some(detector),
-            Engine::Graph(_) => None,
-        }
-    }
-
-    pub fn is_graph(&self) -> bool {
-        matches!(self.engine, Engine::Graph(_))
-    }
-
-    /// Why the graph run is quarantined; `None` while it is not.
-    pub fn quarantine(&self) -> Option<&FailureDiagnostics> {
-        match &self.engine {
-            Engine::Graph(run) => run.failure(),
-            Engine::Detector(_) => None,
-        }
-    }
-
-    /// Frames the graph's executor applied; `None` for plain monitors and
-    /// once quarantined.
-    pub fn graph_frames_applied(&self) -> Option<u64> {
-        match &self.engine {
-            Engine::Graph(run) => run.frames_applied(),
-            Engine::Detector(_) => None,
-        }
-    }
-
-    pub fn coverage(&self) -> &CoverageHistory {
-        &self.coverage
-    }
-
-    pub fn counters(&self) -> &ProcessingCounters {
-        &self.counters
-    }
-
-    pub fn recovery(&self) -> &RecoveryMetadata {
-        &self.recovery
-    }
-
-    pub fn aligner(&self) -> &Aligner {
-        &self.aligner
-    }
-
-    /// Frames the detector processed: the snapshot's processed count.
-    pub fn processed(&self) -> u64 {
-        self.counters.frames
-    }
-
-    pub fn is_suspended(&self) -> bool {
-        self.suspended
-    }
-
     /// Offers one parsed-or-not observation. `payload` is the raw body;
     /// `now` is this worker's processing time (receipt plus time queued).
     pub fn ingest(
@@ -405,12 +110,14 @@ impl MonitorCore {
     }
 
     /// Opens or closes the `no_data` gap; returns whether the history changed.
-    pub fn record_silence(&mut self, change: &super::SilenceChange) -> bool {
+    pub fn record_silence(&mut self, change: &crate::runtime::SilenceChange) -> bool {
         match change {
-            super::SilenceChange::Started { from } => {
+            crate::runtime::SilenceChange::Started { from } => {
                 self.coverage.open_gap(GapCause::NoData, *from)
             }
-            super::SilenceChange::Ended { at } => self.coverage.close_gap(GapCause::NoData, *at),
+            crate::runtime::SilenceChange::Ended { at } => {
+                self.coverage.close_gap(GapCause::NoData, *at)
+            }
         }
     }
 
@@ -564,7 +271,7 @@ impl MonitorCore {
     }
 
     /// An alarm opening or closing, as a whole alarm row.
-    fn record_alarm_event(&mut self, event: Option<&AlarmEvent>, step: &mut Step) {
+    pub(super) fn record_alarm_event(&mut self, event: Option<&AlarmEvent>, step: &mut Step) {
         match event {
             Some(AlarmEvent::Opened {
                 seq,
@@ -599,10 +306,6 @@ impl MonitorCore {
             None => {}
         }
     }
-}
-
-fn required_names(config: &MonitorConfig) -> Vec<String> {
-    config.required_readings().map(|r| r.name.clone()).collect()
 }
 
 /// Tests only (the `fault-injection` feature, refused in release builds):
