@@ -111,6 +111,56 @@ async fn monitors_round_trip_through_create_list_show_retire_and_delete() {
     ));
 }
 
+/// The supervisor polls `heads` (no configs) every few seconds and reads
+/// `rows` only for monitors about to start: those rows carry the config as
+/// stored at that moment, so an edited config is what the next start runs.
+#[tokio::test]
+async fn monitor_heads_list_every_monitor_and_rows_read_the_config_as_stored_now() {
+    use diesel::sql_types::{Bytea, Jsonb, Uuid as SqlUuid};
+    let db = db::migrated_database("heads").await;
+    let pool = store::connect(&db.url, 2, db::STATEMENT_TIMEOUT)
+        .await
+        .unwrap();
+    let services = Services::new(pool.clone());
+    let config = MonitorConfig::from_toml(PUMP).unwrap();
+    let id = services.create(&config).await.unwrap();
+    let other = services
+        .create(&MonitorConfig::from_toml(&PUMP.replace("pump-7\"", "pump-8\"")).unwrap())
+        .await
+        .unwrap();
+    services.retire(other).await.unwrap();
+
+    let heads = services.heads().await.unwrap();
+    assert_eq!(heads.len(), 2, "retired monitors are listed too");
+    assert_eq!((heads[0].id, heads[0].name.as_str()), (id, "pump-7"));
+    assert!(!heads[0].is_retired());
+    assert_eq!(heads[1].id, other);
+    assert!(heads[1].is_retired());
+
+    let edited = MonitorConfig::from_toml(&PUMP.replace("pump-7/flow", "pump-7/flow-2")).unwrap();
+    assert_ne!(edited.fingerprint(), config.fingerprint());
+    let mut conn = store::checkout(&pool).await.unwrap();
+    diesel::sql_query("UPDATE services SET config = $2, config_fingerprint = $3 WHERE id = $1")
+        .bind::<SqlUuid, _>(id)
+        .bind::<Jsonb, _>(serde_json::to_value(&edited).unwrap())
+        .bind::<Bytea, _>(edited.fingerprint().to_vec())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let rows = services.rows(&[id]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].monitor_config().unwrap(), edited);
+    assert_eq!(rows[0].config_fingerprint, edited.fingerprint().to_vec());
+    assert!(services.rows(&[]).await.unwrap().is_empty());
+    assert!(
+        services
+            .rows(&[uuid::Uuid::new_v4()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 #[tokio::test]
 async fn deleting_a_monitor_cascades_to_its_snapshot_alarms_evidence_and_status() {
     let db = db::migrated_database("cascade").await;

@@ -24,6 +24,33 @@ pub struct MonitorRow {
     pub retired_at: Option<DateTime<Utc>>,
 }
 
+/// What the supervisor's periodic poll needs of a monitor: no config, so
+/// listing every monitor every few seconds parses no JSON. The config is
+/// read (with [`Services::rows`]) only for monitors about to start.
+#[derive(Debug, Clone, PartialEq, Queryable, Selectable)]
+#[diesel(table_name = services)]
+pub struct MonitorHead {
+    pub id: Uuid,
+    pub name: String,
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+impl MonitorHead {
+    pub fn is_retired(&self) -> bool {
+        self.retired_at.is_some()
+    }
+}
+
+impl From<&MonitorRow> for MonitorHead {
+    fn from(row: &MonitorRow) -> Self {
+        Self {
+            id: row.id,
+            name: row.name.clone(),
+            retired_at: row.retired_at,
+        }
+    }
+}
+
 impl MonitorRow {
     /// The validated definition; a row edited by hand into something invalid
     /// is reported, not half-used.
@@ -97,6 +124,30 @@ impl Services {
             query = query.filter(services::retired_at.is_null());
         }
         Ok(query.load(&mut conn).await?)
+    }
+
+    /// Every monitor's id, name and retirement, retired ones included,
+    /// oldest first: [`Services::list`] without the configs.
+    pub async fn heads(&self) -> Result<Vec<MonitorHead>, StoreError> {
+        let mut conn = checkout(&self.pool).await?;
+        Ok(services::table
+            .select(MonitorHead::as_select())
+            .order((services::created_at.asc(), services::id.asc()))
+            .load(&mut conn)
+            .await?)
+    }
+
+    /// The stored rows of these monitors (those that exist), as they are now.
+    pub async fn rows(&self, ids: &[Uuid]) -> Result<Vec<MonitorRow>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = checkout(&self.pool).await?;
+        Ok(services::table
+            .filter(services::id.eq_any(ids))
+            .select(MonitorRow::as_select())
+            .load(&mut conn)
+            .await?)
     }
 
     pub async fn get(&self, id: Uuid) -> Result<MonitorRow, StoreError> {

@@ -18,7 +18,10 @@ use radar::{
     mqtt::Backoff,
     runtime::{CheckpointLimits, RetryBackoff},
     snapshot::CheckpointKey,
-    store::{self, CheckpointStore, GraphStore, Heartbeats, MonitorRow, Services, StoreError},
+    store::{
+        self, CheckpointStore, GraphStore, Heartbeats, MonitorHead, MonitorRow, Services,
+        StoreError,
+    },
     telemetry::Telemetry,
 };
 use tokio::sync::oneshot;
@@ -62,11 +65,24 @@ pub enum MonitorSource {
 }
 
 impl MonitorSource {
-    /// Every monitor, retired ones included.
-    pub async fn list(&self) -> Result<Vec<MonitorRow>, StoreError> {
+    /// Every monitor's id, name and retirement, retired ones included;
+    /// no configs (the supervisor polls this every few seconds).
+    pub async fn heads(&self) -> Result<Vec<MonitorHead>, StoreError> {
         match self {
-            Self::Database(services) => services.list(true).await,
-            Self::Fixed(rows) => Ok(rows.to_vec()),
+            Self::Database(services) => services.heads().await,
+            Self::Fixed(rows) => Ok(rows.iter().map(MonitorHead::from).collect()),
+        }
+    }
+
+    /// The current stored rows, configs included, of these monitors.
+    pub async fn rows(&self, ids: &[Uuid]) -> Result<Vec<MonitorRow>, StoreError> {
+        match self {
+            Self::Database(services) => services.rows(ids).await,
+            Self::Fixed(rows) => Ok(rows
+                .iter()
+                .filter(|r| ids.contains(&r.id))
+                .cloned()
+                .collect()),
         }
     }
 }

@@ -12,9 +12,10 @@ use std::{
 
 use actix::prelude::*;
 use radar::{
+    config::Shard,
     mqtt::Backoff,
     runtime::{ExitReason, Restart, owns},
-    store::MonitorRow,
+    store::{MonitorHead, MonitorRow},
 };
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -155,15 +156,8 @@ impl Supervisor {
     }
 
     /// The monitors this worker is responsible for.
-    fn admits(&self, row: &MonitorRow) -> bool {
-        if row.is_retired() {
-            return false;
-        }
-        match &self.scope {
-            Scope::Shard => owns(self.worker.settings.shard, row.id),
-            Scope::Monitor(id) => row.id == *id,
-            Scope::Monitors(ids) => ids.contains(&row.id),
-        }
+    fn admits(&self, head: &MonitorHead) -> bool {
+        admits(&self.scope, self.worker.settings.shard, head)
     }
 
     fn poll(&mut self, ctx: &mut Context<Self>) {
@@ -173,6 +167,9 @@ impl Supervisor {
         self.polling = true;
         let source = self.worker.monitors.clone();
         let pool = self.worker.store.as_ref().map(|s| s.pool().clone());
+        let scope = self.scope.clone();
+        let shard = self.worker.settings.shard;
+        let running: HashSet<Uuid> = self.running.keys().copied().collect();
         let lost: Vec<Uuid> = self
             .exited
             .iter()
@@ -180,7 +177,20 @@ impl Supervisor {
             .map(|(id, _)| *id)
             .collect();
         async move {
-            let rows = source.list().await?;
+            // Ids only every poll; configs (parsed JSON) only of the
+            // monitors that may start now, read as they are stored now.
+            let heads = source.heads().await?;
+            let startable: Vec<Uuid> = heads
+                .iter()
+                .filter(|h| admits(&scope, shard, h) && !running.contains(&h.id))
+                .map(|h| h.id)
+                .collect();
+            let rows: HashMap<Uuid, MonitorRow> = source
+                .rows(&startable)
+                .await?
+                .into_iter()
+                .map(|row| (row.id, row))
+                .collect();
             // Monitors lost to an overlapping worker that no live worker runs.
             let unwatched = match pool {
                 Some(pool) if !lost.is_empty() => {
@@ -188,13 +198,13 @@ impl Supervisor {
                 }
                 _ => Vec::new(),
             };
-            Ok::<_, radar::store::StoreError>((rows, unwatched))
+            Ok::<_, radar::store::StoreError>((heads, rows, unwatched))
         }
         .into_actor(self)
         .map(|rows, act, ctx| {
             act.polling = false;
             match rows {
-                Ok((rows, unwatched)) => act.reconcile(rows, &unwatched, ctx),
+                Ok((heads, rows, unwatched)) => act.reconcile(heads, rows, &unwatched, ctx),
                 Err(error) => {
                     tracing::warn!(%error, "Could not list monitors; keeping the current set.")
                 }
@@ -203,13 +213,22 @@ impl Supervisor {
         .spawn(ctx);
     }
 
-    fn reconcile(&mut self, rows: Vec<MonitorRow>, unwatched: &[Uuid], ctx: &mut Context<Self>) {
+    /// `rows` holds the stored rows of the admitted monitors that were not
+    /// running when the poll began; one that started running since, or
+    /// whose row is missing, waits for the next poll.
+    fn reconcile(
+        &mut self,
+        heads: Vec<MonitorHead>,
+        mut rows: HashMap<Uuid, MonitorRow>,
+        unwatched: &[Uuid],
+        ctx: &mut Context<Self>,
+    ) {
         if self.shutting_down {
             return;
         }
         let now = Instant::now();
         let mut wanted = std::collections::HashSet::new();
-        for row in rows {
+        for row in heads {
             if !self.admits(&row) {
                 continue;
             }
@@ -232,7 +251,9 @@ impl Supervisor {
                     continue;
                 }
             }
-            self.start(row, ctx);
+            if let Some(row) = rows.remove(&row.id) {
+                self.start(row, ctx);
+            }
         }
         if let Some(id) = self.scope.single()
             && !wanted.contains(&id)
@@ -302,6 +323,18 @@ impl Supervisor {
                 let _ = waiter.send(outcome.clone());
             }
         }
+    }
+}
+
+/// Whether a worker of this scope and shard runs this monitor.
+fn admits(scope: &Scope, shard: Shard, head: &MonitorHead) -> bool {
+    if head.is_retired() {
+        return false;
+    }
+    match scope {
+        Scope::Shard => owns(shard, head.id),
+        Scope::Monitor(id) => head.id == *id,
+        Scope::Monitors(ids) => ids.contains(&head.id),
     }
 }
 
