@@ -201,6 +201,34 @@ impl<R: Read> Replay<R> {
 
     /// Feeds the next row; returns the record of the frame it completed.
     fn next_row(&mut self) -> Result<Option<Option<ReplayRecord>>, ReplayError> {
+        let Some((row, ts)) = self.read_row()? else {
+            return Ok(None);
+        };
+        let bad = self.parse_values();
+        let fast = self.fast_path
+            && bad.is_none()
+            && self.newest.is_none_or(|n| ts > n)
+            && self.values.iter().all(Option::is_some)
+            && (self.unsynced.is_some() || self.aligner.held_values() == 0);
+        self.newest = Some(self.newest.map_or(ts, |n| n.max(ts)));
+        let completed = if fast {
+            self.complete_fast_frame(ts);
+            true
+        } else {
+            self.align_row(ts, bad)
+        };
+        if let Some((_, reading, column)) = bad {
+            return Err(self.bad_value(row, reading, column));
+        }
+        if !completed {
+            return Ok(Some(None));
+        }
+        Ok(Some(Some(self.score_frame(row)?)))
+    }
+
+    /// Reads the next CSV record and parses its timestamp; `None` at the end
+    /// of the file. Counts the row even when its timestamp is bad.
+    fn read_row(&mut self) -> Result<Option<(u64, DateTime<Utc>)>, ReplayError> {
         if !self.reader.read_byte_record(&mut self.record)? {
             return Ok(None);
         }
@@ -211,6 +239,13 @@ impl<R: Read> Replay<R> {
             row,
             value: String::from_utf8_lossy(raw_ts).into_owned(),
         })?;
+        Ok(Some((row, ts)))
+    }
+
+    /// Parses the row's reading cells into `values`, stopping at the first
+    /// cell that is not a number; returns that cell as (entry of `columns`,
+    /// reading, CSV column).
+    fn parse_values(&mut self) -> Option<(usize, usize, usize)> {
         let mut bad = None;
         for (i, &(reading, column)) in self.columns.iter().enumerate() {
             let raw = cell(&self.record, column);
@@ -228,49 +263,54 @@ impl<R: Read> Replay<R> {
                 }
             };
         }
-        let fast = self.fast_path
-            && bad.is_none()
-            && self.newest.is_none_or(|n| ts > n)
-            && self.values.iter().all(Option::is_some)
-            && (self.unsynced.is_some() || self.aligner.held_values() == 0);
-        self.newest = Some(self.newest.map_or(ts, |n| n.max(ts)));
-        let completed = if fast {
-            self.frame.ts = ts;
-            for (&(reading, _), value) in self.columns.iter().zip(&self.values) {
-                if let (Some(position), Some(value)) = (self.positions[reading], value) {
-                    self.frame.values[position] = *value;
-                }
+        bad
+    }
+
+    /// The fast path: the row's values are its own frame; the row is kept
+    /// to show the aligner later (see `sync`).
+    fn complete_fast_frame(&mut self, ts: DateTime<Utc>) {
+        self.frame.ts = ts;
+        for (&(reading, _), value) in self.columns.iter().zip(&self.values) {
+            if let (Some(position), Some(value)) = (self.positions[reading], value) {
+                self.frame.values[position] = *value;
             }
-            match &mut self.unsynced {
-                Some((last_ts, last)) => {
-                    *last_ts = ts;
-                    last.clone_from(&self.values);
-                }
-                None => self.unsynced = Some((ts, self.values.clone())),
-            }
-            true
-        } else {
-            self.sync();
-            let admitted = bad.map_or(self.columns.len(), |(i, _, _)| i);
-            let mut completed = false;
-            for i in 0..admitted {
-                if let Some(frame) = self.admit(i, ts, self.values[i]) {
-                    self.frame = frame;
-                    completed = true;
-                }
-            }
-            completed
-        };
-        if let Some((_, reading, column)) = bad {
-            return Err(ReplayError::BadValue {
-                row,
-                column: self.column_names[reading].clone(),
-                value: String::from_utf8_lossy(cell(&self.record, column)).into_owned(),
-            });
         }
-        if !completed {
-            return Ok(Some(None));
+        match &mut self.unsynced {
+            Some((last_ts, last)) => {
+                *last_ts = ts;
+                last.clone_from(&self.values);
+            }
+            None => self.unsynced = Some((ts, self.values.clone())),
         }
+    }
+
+    /// Offers the row's values before the bad cell (all of them when none is
+    /// bad) to the aligner; true when one of them completed a frame.
+    fn align_row(&mut self, ts: DateTime<Utc>, bad: Option<(usize, usize, usize)>) -> bool {
+        self.sync();
+        let admitted = bad.map_or(self.columns.len(), |(i, _, _)| i);
+        let mut completed = false;
+        for i in 0..admitted {
+            if let Some(frame) = self.admit(i, ts, self.values[i]) {
+                self.frame = frame;
+                completed = true;
+            }
+        }
+        completed
+    }
+
+    /// The error for a cell of the current record that is not a number.
+    fn bad_value(&self, row: u64, reading: usize, column: usize) -> ReplayError {
+        ReplayError::BadValue {
+            row,
+            column: self.column_names[reading].clone(),
+            value: String::from_utf8_lossy(cell(&self.record, column)).into_owned(),
+        }
+    }
+
+    /// Scores the completed frame, fits when the detector asks to, and
+    /// returns the frame's record.
+    fn score_frame(&mut self, row: u64) -> Result<ReplayRecord, ReplayError> {
         let outcome = self.detector.process(&self.frame);
         if outcome.fit_due() {
             // The worker checkpoints here, then fits; the numbers are the same.
@@ -281,9 +321,15 @@ impl<R: Read> Replay<R> {
                     source,
                 })?;
         }
+        Ok(self.record_of(row, outcome))
+    }
+
+    /// The record of the current frame's `outcome`, with the detector's
+    /// state after it.
+    fn record_of(&self, row: u64, outcome: Outcome) -> ReplayRecord {
         let phase = self.detector.phase();
         let ts = self.frame.ts;
-        let record = match outcome {
+        match outcome {
             Outcome::Scored(s) => ReplayRecord {
                 row,
                 ts,
@@ -308,8 +354,7 @@ impl<R: Read> Replay<R> {
                 alarm_event: None,
                 contributions: None,
             },
-        };
-        Ok(Some(Some(record)))
+        }
     }
 
     /// Offers entry `i` of `columns` at `ts` to the aligner.
