@@ -5,7 +5,7 @@ use std::{future::Future, time::Duration};
 
 use chrono::Utc;
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -180,82 +180,21 @@ impl GraphStore {
         let mut conn = checkout(&self.pool).await?;
         let record = conn
             .transaction::<_, diesel::result::Error, _>(async |conn| {
-                let signature: Option<Vec<u8>> = checkpoints::table
-                    .find(service_id)
-                    .select(checkpoints::signature)
-                    .for_update()
-                    .first(conn)
-                    .await
-                    .optional()?;
-                match signature {
-                    None => {
-                        return Ok(FailureRecord::OwnershipLost {
-                            detail: format!("monitor {service_id} has no snapshot row"),
-                        });
-                    }
-                    Some(signature) if !tokens.contains(&signature.as_slice()) => {
-                        return Ok(FailureRecord::OwnershipLost {
-                            detail: format!(
-                                "the snapshot of monitor {service_id} was committed by another writer"
-                            ),
-                        });
-                    }
-                    Some(_) => {}
+                if let Some(lost) = check_snapshot_owner(conn, service_id, tokens).await? {
+                    return Ok(lost);
                 }
-                let run: Option<RunRow> = graph_runs::table
-                    .find(run_id)
-                    .select(RunRow::as_select())
-                    .for_update()
-                    .first(conn)
-                    .await
-                    .optional()?;
-                let run = match run {
-                    None => {
-                        return Ok(FailureRecord::IdentityMismatch {
-                            detail: format!("no graph run with id {run_id}"),
-                        });
-                    }
-                    Some(run) if run.service_id != service_id => {
-                        return Ok(FailureRecord::IdentityMismatch {
-                            detail: format!(
-                                "run {run_id} belongs to monitor {}, not {service_id}",
-                                run.service_id
-                            ),
-                        });
-                    }
-                    Some(run) => run,
+                let run = match lock_run_of(conn, run_id, service_id).await? {
+                    Ok(run) => run,
+                    Err(mismatch) => return Ok(mismatch),
                 };
-                match run.status.as_str() {
-                    "failed" => return Ok(FailureRecord::AlreadyRecorded),
-                    "stopped" => {
-                        return Ok(FailureRecord::IdentityMismatch {
-                            detail: format!("run {run_id} already stopped"),
-                        });
-                    }
-                    _ => {}
+                if let Some(settled) = settled_run_outcome(run_id, &run) {
+                    return Ok(settled);
                 }
-                let now = Utc::now();
-                diesel::update(graph_runs::table.find(run_id))
-                    .set((
-                        graph_runs::status.eq("failed"),
-                        graph_runs::failed_node.eq(&diagnostics.failed_node),
-                        graph_runs::diagnostics.eq(&details),
-                        graph_runs::updated_at.eq(now),
-                        graph_runs::finished_at.eq(now),
-                    ))
-                    .execute(conn)
-                    .await?;
+                mark_run_failed(conn, run_id, diagnostics, &details).await?;
                 Ok(FailureRecord::Recorded)
             })
             .await?;
-        match &record {
-            FailureRecord::Recorded => {
-                tracing::error!(run_id = %run_id, monitor_id = %service_id, failed_node = %diagnostics.failed_node, "Recorded graph run failure")
-            }
-            other => {
-                tracing::warn!(run_id = %run_id, monitor_id = %service_id, outcome = ?other, "Graph run failure was not recorded")
-            }
-        }
+        log_failure_record(&record, run_id, service_id, diagnostics);
         Ok(record)
     }
 
@@ -383,5 +322,112 @@ impl GraphStore {
         .execute(&mut conn)
         .await?;
         Ok(updated == 1)
+    }
+}
+
+/// Locks the monitor's snapshot row; `OwnershipLost` when it is gone or
+/// holds a signature none of `tokens` is.
+async fn check_snapshot_owner(
+    conn: &mut AsyncPgConnection,
+    service_id: Uuid,
+    tokens: &[&[u8]],
+) -> Result<Option<FailureRecord>, diesel::result::Error> {
+    let signature: Option<Vec<u8>> = checkpoints::table
+        .find(service_id)
+        .select(checkpoints::signature)
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?;
+    Ok(match signature {
+        None => Some(FailureRecord::OwnershipLost {
+            detail: format!("monitor {service_id} has no snapshot row"),
+        }),
+        Some(signature) if !tokens.contains(&signature.as_slice()) => {
+            Some(FailureRecord::OwnershipLost {
+                detail: format!(
+                    "the snapshot of monitor {service_id} was committed by another writer"
+                ),
+            })
+        }
+        Some(_) => None,
+    })
+}
+
+/// Locks the run; `IdentityMismatch` (as the inner error) when it does not
+/// exist or belongs to another monitor.
+async fn lock_run_of(
+    conn: &mut AsyncPgConnection,
+    run_id: Uuid,
+    service_id: Uuid,
+) -> Result<Result<RunRow, FailureRecord>, diesel::result::Error> {
+    let run: Option<RunRow> = graph_runs::table
+        .find(run_id)
+        .select(RunRow::as_select())
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?;
+    Ok(match run {
+        None => Err(FailureRecord::IdentityMismatch {
+            detail: format!("no graph run with id {run_id}"),
+        }),
+        Some(run) if run.service_id != service_id => Err(FailureRecord::IdentityMismatch {
+            detail: format!(
+                "run {run_id} belongs to monitor {}, not {service_id}",
+                run.service_id
+            ),
+        }),
+        Some(run) => Ok(run),
+    })
+}
+
+/// The outcome for a run that already failed or stopped; `None` when the
+/// failure is still to be written.
+fn settled_run_outcome(run_id: Uuid, run: &RunRow) -> Option<FailureRecord> {
+    match run.status.as_str() {
+        "failed" => Some(FailureRecord::AlreadyRecorded),
+        "stopped" => Some(FailureRecord::IdentityMismatch {
+            detail: format!("run {run_id} already stopped"),
+        }),
+        _ => None,
+    }
+}
+
+/// Writes the failure: status, failed node and diagnostics.
+async fn mark_run_failed(
+    conn: &mut AsyncPgConnection,
+    run_id: Uuid,
+    diagnostics: &FailureDiagnostics,
+    details: &serde_json::Value,
+) -> Result<(), diesel::result::Error> {
+    let now = Utc::now();
+    diesel::update(graph_runs::table.find(run_id))
+        .set((
+            graph_runs::status.eq("failed"),
+            graph_runs::failed_node.eq(&diagnostics.failed_node),
+            graph_runs::diagnostics.eq(details),
+            graph_runs::updated_at.eq(now),
+            graph_runs::finished_at.eq(now),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Logs how a failure record ended: an error when written, a warning when not.
+fn log_failure_record(
+    record: &FailureRecord,
+    run_id: Uuid,
+    service_id: Uuid,
+    diagnostics: &FailureDiagnostics,
+) {
+    match record {
+        FailureRecord::Recorded => {
+            tracing::error!(run_id = %run_id, monitor_id = %service_id, failed_node = %diagnostics.failed_node, "Recorded graph run failure")
+        }
+        other => {
+            tracing::warn!(run_id = %run_id, monitor_id = %service_id, outcome = ?other, "Graph run failure was not recorded")
+        }
     }
 }
