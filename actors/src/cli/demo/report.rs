@@ -7,9 +7,9 @@ use std::collections::VecDeque;
 use chrono::{DateTime, Utc};
 use radar::{
     coverage::{CoverageHistory, GapCause},
-    demo::{FaultKind, PublishReport, READINGS},
+    demo::{FaultKind, PublishReport, READINGS, WindowTimes},
     detector::Phase,
-    telemetry::{Board, MonitorState},
+    telemetry::{Board, MonitorState, MonitorView},
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -363,6 +363,31 @@ fn restore_gap(coverage: &CoverageHistory) -> Option<f64> {
         .map(|to| (to - gap.from).num_milliseconds() as f64 / 1e3)
 }
 
+/// Whether fault window `w` was active at `at`; a window still open when
+/// publishing stopped lasts until `end`.
+fn window_active(w: &WindowTimes, at: DateTime<Utc>, end: DateTime<Utc>) -> bool {
+    w.started_at <= at && at < w.ended_at.unwrap_or(end) + chrono::TimeDelta::milliseconds(1)
+}
+
+/// The figures read from a started monitor's watch.
+struct WatchedFigures {
+    start: Start,
+    restored_processed: Option<u64>,
+    possible_gap: Option<f64>,
+    gaps: Vec<GapSummary>,
+    processed: u64,
+    /// (commits, failures).
+    checkpoints: (u64, u64),
+    last_commit: Option<DateTime<Utc>>,
+}
+
+/// The error a monitor's view shows, unless it is connected or stopped.
+fn view_error(view: Option<MonitorView>) -> Option<String> {
+    view.filter(|v| !matches!(v.state, MonitorState::Connected | MonitorState::Stopped))
+        .map(|v| v.detail)
+        .filter(|d| !d.is_empty())
+}
+
 impl Tracked {
     /// Marks alarms inside fault windows and builds the final figures.
     pub fn summarize(
@@ -373,7 +398,46 @@ impl Tracked {
     ) -> MonitorSummary {
         let now = Utc::now();
         let end = published.and_then(|p| p.last_ts).unwrap_or(now);
-        let windows: Vec<_> = published
+        let windows = self.fault_windows(published);
+        self.mark_alarms_in_fault_windows(&windows, end);
+        let faults = self.fault_summaries(&windows, end);
+        let view = board.view(self.id, now);
+        let row = self.row(board, now);
+        let watched = self.watched_figures();
+        let state = view.as_ref().map(|v| v.state);
+        let error = view_error(view);
+        MonitorSummary {
+            name: self.name.clone(),
+            id: self.id,
+            fault: self.fault,
+            start: watched.start,
+            restored_processed: watched.restored_processed,
+            possible_gap_seconds: watched.possible_gap,
+            gaps: watched.gaps,
+            phase: row.phase,
+            frames: row.frames,
+            processed_total: watched.processed,
+            alarms: self.alarms.len(),
+            alarms_outside_faults: self.alarms.iter().filter(|a| !a.in_fault_window).count(),
+            alarm_list: self.alarms.clone(),
+            faults_detected: (!faults.is_empty()).then(|| faults.iter().all(|f| f.detected)),
+            faults,
+            checkpoints: watched.checkpoints.0,
+            checkpoint_failures: watched.checkpoints.1,
+            last_checkpoint_at: watched.last_commit,
+            final_checkpoint: row.writes.then(|| {
+                watched
+                    .last_commit
+                    .is_some_and(|at| at >= stop_requested_at)
+            }),
+            state,
+            error,
+        }
+    }
+
+    /// The published fault windows of this monitor's machine.
+    fn fault_windows(&self, published: Option<&PublishReport>) -> Vec<WindowTimes> {
+        published
             .map(|p| {
                 p.windows
                     .iter()
@@ -381,77 +445,65 @@ impl Tracked {
                     .cloned()
                     .collect()
             })
-            .unwrap_or_default();
-        let active = |w: &radar::demo::WindowTimes, at: DateTime<Utc>| {
-            w.started_at <= at
-                && at < w.ended_at.unwrap_or(end) + chrono::TimeDelta::milliseconds(1)
-        };
+            .unwrap_or_default()
+    }
+
+    fn mark_alarms_in_fault_windows(&mut self, windows: &[WindowTimes], end: DateTime<Utc>) {
         for alarm in &mut self.alarms {
-            alarm.in_fault_window = windows.iter().any(|w| active(w, alarm.opened_at));
+            alarm.in_fault_window = windows
+                .iter()
+                .any(|w| window_active(w, alarm.opened_at, end));
         }
-        let faults: Vec<FaultSummary> = windows
+    }
+
+    /// Each fault window, detected when an alarm opened while it was active.
+    fn fault_summaries(&self, windows: &[WindowTimes], end: DateTime<Utc>) -> Vec<FaultSummary> {
+        windows
             .iter()
             .map(|w| FaultSummary {
                 kind: w.window.kind,
                 reading: READINGS[w.window.reading].name,
                 started_at: w.started_at,
                 ended_at: w.ended_at,
-                detected: self.alarms.iter().any(|a| active(w, a.opened_at)),
+                detected: self
+                    .alarms
+                    .iter()
+                    .any(|a| window_active(w, a.opened_at, end)),
             })
-            .collect();
-        let view = board.view(self.id, now);
-        let row = self.row(board, now);
-        let (start, restored_processed, possible_gap, gaps, processed, checkpoints, last_commit) =
-            match &self.watch {
-                Some(watch) => {
-                    let model = watch.model.borrow();
-                    let checkpoint = watch.checkpoint.borrow();
-                    let restored = model.recovery.restored_processed_count;
-                    (
-                        if restored.is_some() {
-                            Start::Restored
-                        } else {
-                            Start::Fresh
-                        },
-                        restored,
-                        restore_gap(&model.coverage),
-                        gaps_of(&model.coverage),
-                        model.processed,
-                        (checkpoint.commits, checkpoint.failures),
-                        checkpoint.last_commit_at,
-                    )
+            .collect()
+    }
+
+    /// How the monitor started and what its watch shows; `NotStarted` and
+    /// zeros without a watch.
+    fn watched_figures(&self) -> WatchedFigures {
+        match &self.watch {
+            Some(watch) => {
+                let model = watch.model.borrow();
+                let checkpoint = watch.checkpoint.borrow();
+                let restored = model.recovery.restored_processed_count;
+                WatchedFigures {
+                    start: if restored.is_some() {
+                        Start::Restored
+                    } else {
+                        Start::Fresh
+                    },
+                    restored_processed: restored,
+                    possible_gap: restore_gap(&model.coverage),
+                    gaps: gaps_of(&model.coverage),
+                    processed: model.processed,
+                    checkpoints: (checkpoint.commits, checkpoint.failures),
+                    last_commit: checkpoint.last_commit_at,
                 }
-                None => (Start::NotStarted, None, None, Vec::new(), 0, (0, 0), None),
-            };
-        let state = view.as_ref().map(|v| v.state);
-        let error = view
-            .filter(|v| !matches!(v.state, MonitorState::Connected | MonitorState::Stopped))
-            .map(|v| v.detail)
-            .filter(|d| !d.is_empty());
-        MonitorSummary {
-            name: self.name.clone(),
-            id: self.id,
-            fault: self.fault,
-            start,
-            restored_processed,
-            possible_gap_seconds: possible_gap,
-            gaps,
-            phase: row.phase,
-            frames: row.frames,
-            processed_total: processed,
-            alarms: self.alarms.len(),
-            alarms_outside_faults: self.alarms.iter().filter(|a| !a.in_fault_window).count(),
-            alarm_list: self.alarms.clone(),
-            faults_detected: (!faults.is_empty()).then(|| faults.iter().all(|f| f.detected)),
-            faults,
-            checkpoints: checkpoints.0,
-            checkpoint_failures: checkpoints.1,
-            last_checkpoint_at: last_commit,
-            final_checkpoint: row
-                .writes
-                .then(|| last_commit.is_some_and(|at| at >= stop_requested_at)),
-            state,
-            error,
+            }
+            None => WatchedFigures {
+                start: Start::NotStarted,
+                restored_processed: None,
+                possible_gap: None,
+                gaps: Vec::new(),
+                processed: 0,
+                checkpoints: (0, 0),
+                last_commit: None,
+            },
         }
     }
 }
