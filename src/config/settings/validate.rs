@@ -6,6 +6,18 @@ use crate::config::{FieldError, FieldErrors};
 impl Settings {
     pub(super) fn validate(&self) -> Result<(), FieldErrors> {
         let mut errors = Vec::new();
+        self.check_capacities(&mut errors);
+        self.check_mqtt(&mut errors);
+        self.check_database_and_worker(&mut errors);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(FieldErrors(errors))
+        }
+    }
+
+    /// Checkpoint intervals, timeout and the ingress queue: at least 1.
+    fn check_capacities(&self, errors: &mut Vec<FieldError>) {
         for (name, value) in [
             ("RADAR_CHECKPOINT_INTERVAL", self.checkpoint_interval),
             (
@@ -27,6 +39,10 @@ impl Settings {
                 "must be at least 1",
             ));
         }
+    }
+
+    /// Message size, broker URL, TLS files and keep-alive.
+    fn check_mqtt(&self, errors: &mut Vec<FieldError>) {
         // MQTT's own limit on a packet is 256 MiB; below 64 bytes no JSON payload fits.
         if !(64..=268_435_455).contains(&self.mqtt_max_message_bytes) {
             errors.push(FieldError::new(
@@ -71,6 +87,10 @@ impl Settings {
                 "must be between 1 and 65535",
             ));
         }
+    }
+
+    /// The database URL's scheme and the worker id's length.
+    fn check_database_and_worker(&self, errors: &mut Vec<FieldError>) {
         if !self.database_url.starts_with("postgres://")
             && !self.database_url.starts_with("postgresql://")
         {
@@ -84,11 +104,6 @@ impl Settings {
                 "RADAR_WORKER_ID",
                 "must be 1 to 64 characters",
             ));
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(FieldErrors(errors))
         }
     }
 
