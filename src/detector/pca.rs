@@ -12,7 +12,7 @@
 //! any parametric law: it is calibrated on held-out frames (see
 //! `conformal`), so this normalization only has to be sensible, not exact.
 
-use nalgebra::{DMatrix, SymmetricEigen};
+use nalgebra::{DMatrix, DVector, SymmetricEigen};
 use serde::{Deserialize, Serialize};
 
 use super::robust::{RobustScaler, median};
@@ -58,66 +58,17 @@ impl PcaModel {
     pub fn fit(rows: &[Vec<f64>], width: usize, explained_variance: f64) -> Self {
         let scaler = RobustScaler::fit(rows, width);
         let n = rows.len();
-        let mut z = vec![0.0; n * width];
-        for (i, row) in rows.iter().enumerate() {
-            scaler.transform_into(row, &mut z[i * width..(i + 1) * width]);
-        }
-        let mut mean = vec![0.0; width];
-        if n > 0 {
-            for i in 0..n {
-                for j in 0..width {
-                    mean[j] += z[i * width + j];
-                }
-            }
-            mean.iter_mut().for_each(|m| *m /= n as f64);
-        }
-        let denom = n.saturating_sub(1).max(1) as f64;
-        let mut cov = DMatrix::<f64>::zeros(width, width);
-        for i in 0..n {
-            let row = &z[i * width..(i + 1) * width];
-            for a in 0..width {
-                let da = row[a] - mean[a];
-                for b in a..width {
-                    cov[(a, b)] += da * (row[b] - mean[b]) / denom;
-                }
-            }
-        }
-        for a in 0..width {
-            for b in 0..a {
-                cov[(a, b)] = cov[(b, a)];
-            }
-        }
+        let z = standardize(&scaler, rows, width);
+        let mean = column_means(&z, n, width);
+        let cov = covariance(&z, n, width, &mean);
         let eigen = SymmetricEigen::new(cov);
-        let mut order: Vec<usize> = (0..width).collect();
-        // Largest first; ties broken by index so the fit is a pure function of its input.
-        order.sort_by(|&a, &b| {
-            eigen.eigenvalues[b]
-                .total_cmp(&eigen.eigenvalues[a])
-                .then(a.cmp(&b))
-        });
+        let order = largest_first(&eigen.eigenvalues, width);
         let values: Vec<f64> = order
             .iter()
             .map(|&i| eigen.eigenvalues[i].max(0.0))
             .collect();
-        let total: f64 = values.iter().sum();
-        let largest = values.first().copied().unwrap_or(0.0);
-        let mut retained = 0;
-        let mut cumulative = 0.0;
-        if total.is_finite() && total > 0.0 {
-            for &v in &values {
-                if cumulative >= explained_variance * total || v <= largest * RELATIVE_EIGEN_FLOOR {
-                    break;
-                }
-                cumulative += v;
-                retained += 1;
-            }
-        }
-        let mut loadings = vec![0.0; width * retained];
-        for j in 0..width {
-            for (c, &col) in order.iter().take(retained).enumerate() {
-                loadings[j * retained + c] = eigen.eigenvectors[(j, col)];
-            }
-        }
+        let retained = retained_components(&values, explained_variance);
+        let loadings = retained_loadings(&eigen.eigenvectors, &order, width, retained);
         let mut model = Self {
             scaler,
             mean,
@@ -126,17 +77,23 @@ impl PcaModel {
             t2_norm: 1.0,
             spe_norm: 1.0,
         };
+        model.calibrate_norms(rows);
+        model
+    }
+
+    /// Sets each statistic's normalizer to its median over the training
+    /// rows (see the module doc), with the floors.
+    fn calibrate_norms(&mut self, rows: &[Vec<f64>]) {
         let (mut t2s, mut spes): (Vec<f64>, Vec<f64>) =
-            rows.iter().map(|row| model.raw_statistics(row)).unzip();
+            rows.iter().map(|row| self.raw_statistics(row)).unzip();
         let t2_median = median(&mut t2s);
         let spe_median = median(&mut spes);
-        model.t2_norm = if t2_median > NORM_FLOOR {
+        self.t2_norm = if t2_median > NORM_FLOOR {
             t2_median
         } else {
             1.0
         };
-        model.spe_norm = spe_median.max(NORM_FLOOR);
-        model
+        self.spe_norm = spe_median.max(NORM_FLOOR);
     }
 
     pub fn width(&self) -> usize {
@@ -251,6 +208,95 @@ impl PartialEq for Scratch {
     fn eq(&self, _: &Self) -> bool {
         true
     }
+}
+
+/// The rows standardized by `scaler`, row-major, `width` values per row.
+fn standardize(scaler: &RobustScaler, rows: &[Vec<f64>], width: usize) -> Vec<f64> {
+    let mut z = vec![0.0; rows.len() * width];
+    for (i, row) in rows.iter().enumerate() {
+        scaler.transform_into(row, &mut z[i * width..(i + 1) * width]);
+    }
+    z
+}
+
+/// The mean of each column of the `n` rows of `z` (zeros without rows).
+fn column_means(z: &[f64], n: usize, width: usize) -> Vec<f64> {
+    let mut mean = vec![0.0; width];
+    if n > 0 {
+        for i in 0..n {
+            for j in 0..width {
+                mean[j] += z[i * width + j];
+            }
+        }
+        mean.iter_mut().for_each(|m| *m /= n as f64);
+    }
+    mean
+}
+
+/// The sample covariance of the `n` rows of `z` around `mean`: the upper
+/// triangle is accumulated, then mirrored.
+fn covariance(z: &[f64], n: usize, width: usize, mean: &[f64]) -> DMatrix<f64> {
+    let denom = n.saturating_sub(1).max(1) as f64;
+    let mut cov = DMatrix::<f64>::zeros(width, width);
+    for i in 0..n {
+        let row = &z[i * width..(i + 1) * width];
+        for a in 0..width {
+            let da = row[a] - mean[a];
+            for b in a..width {
+                cov[(a, b)] += da * (row[b] - mean[b]) / denom;
+            }
+        }
+    }
+    for a in 0..width {
+        for b in 0..a {
+            cov[(a, b)] = cov[(b, a)];
+        }
+    }
+    cov
+}
+
+/// Indices of the eigenvalues, largest first.
+fn largest_first(eigenvalues: &DVector<f64>, width: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..width).collect();
+    // Largest first; ties broken by index so the fit is a pure function of its input.
+    order.sort_by(|&a, &b| eigenvalues[b].total_cmp(&eigenvalues[a]).then(a.cmp(&b)));
+    order
+}
+
+/// How many of the sorted eigenvalues `values` to keep: enough to explain
+/// `explained_variance` of the total, none that is numerically zero.
+fn retained_components(values: &[f64], explained_variance: f64) -> usize {
+    let total: f64 = values.iter().sum();
+    let largest = values.first().copied().unwrap_or(0.0);
+    let mut retained = 0;
+    let mut cumulative = 0.0;
+    if total.is_finite() && total > 0.0 {
+        for &v in values {
+            if cumulative >= explained_variance * total || v <= largest * RELATIVE_EIGEN_FLOOR {
+                break;
+            }
+            cumulative += v;
+            retained += 1;
+        }
+    }
+    retained
+}
+
+/// The first `retained` eigenvectors in `order`, as a `width` x `retained`
+/// row-major matrix.
+fn retained_loadings(
+    eigenvectors: &DMatrix<f64>,
+    order: &[usize],
+    width: usize,
+    retained: usize,
+) -> Vec<f64> {
+    let mut loadings = vec![0.0; width * retained];
+    for j in 0..width {
+        for (c, &col) in order.iter().take(retained).enumerate() {
+            loadings[j * retained + c] = eigenvectors[(j, col)];
+        }
+    }
+    loadings
 }
 
 #[cfg(test)]
