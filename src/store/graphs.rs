@@ -18,6 +18,7 @@ use super::{
     Pool, StoreError, checkout,
     schema::{graph_revisions, graph_runs, graphs, services},
 };
+use crate::config::MonitorConfig;
 use crate::graph::{
     CompiledGraph, GraphBinding, GraphDefinition, GraphError, LAUNCH_CONTRACT_VERSION,
     SemanticDiff, diff,
@@ -290,79 +291,7 @@ impl GraphStore {
         let mut conn = checkout(&self.pool).await?;
         let activated = conn
             .transaction::<_, GraphStoreError, _>(async |conn| {
-                require_authoring(conn).await?;
-                let graph_id: Uuid = graphs::table
-                    .filter(graphs::name.eq(graph))
-                    .select(graphs::id)
-                    .for_update()
-                    .first(conn)
-                    .await
-                    .optional()?
-                    .ok_or_else(|| GraphStoreError::GraphNotFound(graph.to_string()))?;
-                let row = load_revision(conn, graph_id, revision)
-                    .await?
-                    .ok_or_else(|| GraphStoreError::RevisionNotFound {
-                        graph: graph.to_string(),
-                        revision,
-                    })?;
-                let compiled = row.compile()?;
-                let last: Option<i64> = graph_runs::table
-                    .filter(graph_runs::graph_id.eq(graph_id))
-                    .select(diesel::dsl::max(graph_runs::generation))
-                    .first(conn)
-                    .await?;
-                let generation = last.unwrap_or(0) + 1;
-                let run_id = Uuid::new_v4();
-                let service_id = Uuid::new_v4();
-                let service_name = format!("{graph}.r{revision}.g{generation}");
-                let config = compiled.monitor_config(
-                    service_name.clone(),
-                    GraphBinding {
-                        graph_id,
-                        graph: graph.to_string(),
-                        revision,
-                        run_id,
-                        semantics_hash: row.semantics_hash.clone(),
-                    },
-                );
-                let json =
-                    serde_json::to_value(&config).map_err(|e| GraphError::Parse(e.to_string()))?;
-                let inserted = diesel::insert_into(services::table)
-                    .values((
-                        services::id.eq(service_id),
-                        services::name.eq(&service_name),
-                        services::description.eq(&config.description),
-                        services::config.eq(json),
-                        services::config_fingerprint.eq(config.fingerprint().to_vec()),
-                    ))
-                    .execute(conn)
-                    .await;
-                if let Err(diesel::result::Error::DatabaseError(
-                    DatabaseErrorKind::UniqueViolation,
-                    _,
-                )) = inserted
-                {
-                    return Err(GraphStoreError::ServiceNameTaken(service_name));
-                }
-                inserted?;
-                diesel::insert_into(graph_runs::table)
-                    .values((
-                        graph_runs::id.eq(run_id),
-                        graph_runs::service_id.eq(service_id),
-                        graph_runs::graph_id.eq(graph_id),
-                        graph_runs::revision.eq(revision),
-                        graph_runs::generation.eq(generation),
-                        graph_runs::launch_contract.eq(LAUNCH_CONTRACT_VERSION),
-                    ))
-                    .execute(conn)
-                    .await?;
-                Ok(Activated {
-                    run_id,
-                    service_id,
-                    service_name,
-                    generation,
-                    semantics_hash: row.semantics_hash,
-                })
+                start_run(conn, graph, revision).await
             })
             .await?;
         tracing::info!(graph, revision, run_id = %activated.run_id, monitor_id = %activated.service_id, generation = activated.generation, "Activated graph run");
@@ -415,6 +344,110 @@ impl GraphStore {
             .await
             .optional()?)
     }
+}
+
+/// The body of `activate`, inside its transaction: locks the graph, compiles
+/// the revision, and inserts the monitor and the run of the next generation.
+async fn start_run(
+    conn: &mut AsyncPgConnection,
+    graph: &str,
+    revision: i32,
+) -> Result<Activated, GraphStoreError> {
+    require_authoring(conn).await?;
+    let graph_id = lock_graph_id(conn, graph).await?;
+    let row = load_revision(conn, graph_id, revision)
+        .await?
+        .ok_or_else(|| GraphStoreError::RevisionNotFound {
+            graph: graph.to_string(),
+            revision,
+        })?;
+    let compiled = row.compile()?;
+    let generation = next_generation(conn, graph_id).await?;
+    let run_id = Uuid::new_v4();
+    let service_id = Uuid::new_v4();
+    let service_name = format!("{graph}.r{revision}.g{generation}");
+    let config = compiled.monitor_config(
+        service_name.clone(),
+        GraphBinding {
+            graph_id,
+            graph: graph.to_string(),
+            revision,
+            run_id,
+            semantics_hash: row.semantics_hash.clone(),
+        },
+    );
+    insert_run_service(conn, service_id, &service_name, &config).await?;
+    diesel::insert_into(graph_runs::table)
+        .values((
+            graph_runs::id.eq(run_id),
+            graph_runs::service_id.eq(service_id),
+            graph_runs::graph_id.eq(graph_id),
+            graph_runs::revision.eq(revision),
+            graph_runs::generation.eq(generation),
+            graph_runs::launch_contract.eq(LAUNCH_CONTRACT_VERSION),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(Activated {
+        run_id,
+        service_id,
+        service_name,
+        generation,
+        semantics_hash: row.semantics_hash,
+    })
+}
+
+/// The graph's id, its row locked so generations are numbered one at a time.
+async fn lock_graph_id(conn: &mut AsyncPgConnection, graph: &str) -> Result<Uuid, GraphStoreError> {
+    graphs::table
+        .filter(graphs::name.eq(graph))
+        .select(graphs::id)
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?
+        .ok_or_else(|| GraphStoreError::GraphNotFound(graph.to_string()))
+}
+
+/// One past the graph's last run generation (1 for its first run).
+async fn next_generation(
+    conn: &mut AsyncPgConnection,
+    graph_id: Uuid,
+) -> Result<i64, GraphStoreError> {
+    let last: Option<i64> = graph_runs::table
+        .filter(graph_runs::graph_id.eq(graph_id))
+        .select(diesel::dsl::max(graph_runs::generation))
+        .first(conn)
+        .await?;
+    Ok(last.unwrap_or(0) + 1)
+}
+
+/// Inserts the monitor (service) that executes a run; `ServiceNameTaken`
+/// when a monitor already has its name.
+async fn insert_run_service(
+    conn: &mut AsyncPgConnection,
+    service_id: Uuid,
+    service_name: &str,
+    config: &MonitorConfig,
+) -> Result<(), GraphStoreError> {
+    let json = serde_json::to_value(config).map_err(|e| GraphError::Parse(e.to_string()))?;
+    let inserted = diesel::insert_into(services::table)
+        .values((
+            services::id.eq(service_id),
+            services::name.eq(service_name),
+            services::description.eq(&config.description),
+            services::config.eq(json),
+            services::config_fingerprint.eq(config.fingerprint().to_vec()),
+        ))
+        .execute(conn)
+        .await;
+    if let Err(diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) =
+        inserted
+    {
+        return Err(GraphStoreError::ServiceNameTaken(service_name.to_string()));
+    }
+    inserted?;
+    Ok(())
 }
 
 async fn load_revision(
