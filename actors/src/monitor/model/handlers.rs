@@ -1,0 +1,182 @@
+//! The model actor's message and stream handlers.
+
+use std::time::Instant;
+
+use actix::prelude::*;
+use futures_util::StreamExt;
+use radar::{
+    mqtt::{ConnectionEvent, RawMessage},
+    runtime::Trigger,
+};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{BATCH, ModelActor};
+use crate::monitor::messages::{
+    AttachInput, BatchSettled, CommitReport, Connection, ContinueAlarms, Halt, InputDrained,
+    SealNow, SealedNow,
+};
+
+impl StreamHandler<Vec<RawMessage>> for ModelActor {
+    fn handle(&mut self, messages: Vec<RawMessage>, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        for message in messages {
+            if self.halted || self.quarantined() {
+                // Quarantined: no graph call after the failing one.
+                break;
+            }
+            self.consumed += 1;
+            let now = message.processing_time(Instant::now());
+            let parsed = message.observation(&self.format, self.max_payload_bytes);
+            if parsed == Err(radar::mqtt::payload::PayloadRejection::TimestampUnit) {
+                let m = &mut self.unit_mismatches;
+                m.count += 1;
+                if m.first.is_none() {
+                    m.first = Some((message.reading, self.format.unit_hint(&message.payload)));
+                }
+            }
+            let reading = parsed.as_ref().ok().map(|o| (o.reading, o.received_at));
+            let step = self.core.ingest(parsed, now);
+            if step.rejected.is_none()
+                && let Some((reading, received_at)) = reading
+            {
+                self.silence.accepted(reading, received_at);
+            }
+            if step.frame.is_some() {
+                let change = self.silence.frame(now);
+                self.silence_changed(change);
+            }
+            self.record(&step);
+            self.after_step(step);
+        }
+        self.tally.flush(self.core.counters(), &self.metrics);
+        self.log_unit_mismatches();
+        self.publish();
+        self.arm(ctx);
+    }
+
+    /// The queue ended because ingestion stopped: take the last snapshot,
+    /// unless quarantined (a quarantined monitor never seals again).
+    fn finished(&mut self, _: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        if self.halted || self.finished || self.quarantined() {
+            return;
+        }
+        self.checkpoint_now(Trigger::Shutdown, true);
+        self.finished = true;
+        self.publish();
+        self.monitor.do_send(InputDrained);
+    }
+}
+
+impl Handler<AttachInput> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: AttachInput, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        ctx.add_stream(ReceiverStream::new(msg.messages).ready_chunks(BATCH));
+    }
+}
+
+impl Handler<SealNow> for ModelActor {
+    type Result = Result<SealedNow, String>;
+
+    fn handle(&mut self, msg: SealNow, ctx: &mut Self::Context) -> Self::Result {
+        let _span = self.span.clone().entered();
+        if self.halted {
+            return Err("the monitor is halted".into());
+        }
+        if self.quarantined() {
+            return Err("the monitor is quarantined; it never exports a snapshot again".into());
+        }
+        self.policy.request(msg.trigger, Instant::now());
+        let (_, attempt) = self.policy.started(Instant::now());
+        // The stall clock runs from here until the commit report.
+        self.arm(ctx);
+        let sealed = self.seal()?;
+        Ok(SealedNow { sealed, attempt })
+    }
+}
+
+impl Handler<ContinueAlarms> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ContinueAlarms, _: &mut Self::Context) {
+        self.core.continue_alarms_after(msg.after);
+    }
+}
+
+impl Handler<CommitReport> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: CommitReport, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        if self.halted {
+            return;
+        }
+        if msg.committed {
+            self.policy.committed(msg.attempt);
+            if self.core.resume(msg.wall) {
+                tracing::info!(monitor_id = %self.core.service_id(), "A checkpoint committed again; the model advances.");
+                self.policy.request(Trigger::CoverageChange, Instant::now());
+            }
+        } else {
+            self.policy.failed(msg.attempt, msg.trigger, Instant::now());
+        }
+        self.publish();
+        self.arm(ctx);
+    }
+}
+
+impl Handler<BatchSettled> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: BatchSettled, ctx: &mut Self::Context) {
+        if self.halted {
+            return;
+        }
+        if msg.committed {
+            self.policy.batch_committed();
+        } else {
+            self.policy.batch_failed(msg.started);
+        }
+        self.arm(ctx);
+    }
+}
+
+impl Handler<Connection> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Connection, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        if self.halted {
+            return;
+        }
+        let mut changed = self.core.record_connection(&msg.event);
+        match &msg.event {
+            ConnectionEvent::Connected { at, .. } => self.silence.connected(*at),
+            ConnectionEvent::Disconnected { at, .. } => {
+                if let Some(change) = self.silence.disconnected(*at) {
+                    changed |= self.core.record_silence(&change);
+                }
+            }
+            _ => {}
+        }
+        if changed {
+            self.policy.request(Trigger::CoverageChange, Instant::now());
+            self.checkpoint_if_due();
+        }
+        self.publish();
+        self.arm(ctx);
+    }
+}
+
+impl Handler<Halt> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Halt, ctx: &mut Self::Context) {
+        let _span = self.span.clone().entered();
+        tracing::info!(monitor_id = %self.core.service_id(), reason = %msg.reason, "Model halted.");
+        self.halted = true;
+        ctx.stop();
+    }
+}

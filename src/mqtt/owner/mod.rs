@@ -1,0 +1,185 @@
+//! The reconnect owner: the one task that polls a monitor's MQTT event loop.
+//! It connects, subscribes and checks every SUBACK, admits PUBLISHes into
+//! the bounded ingress queue, and after any failure waits on the backoff
+//! schedule before the next attempt (rumqttc would otherwise reconnect at
+//! once and spin). It is the only place here that does network IO.
+//!
+//! Back-pressure is the owner not polling: while the queue is full it waits
+//! for a slot, rumqttc reads nothing more, QoS 1 acknowledgements stop and
+//! the broker holds the backlog. Keep-alive pings stop too, so a model that
+//! stalls for longer than about the keep-alive interval can cost the
+//! connection; that is then an ordinary outage (reported, retried).
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use rumqttc::{AsyncClient, EventLoop};
+use tokio::{
+    sync::{mpsc, watch},
+    task::JoinHandle,
+};
+use tracing::warn;
+
+use super::{
+    ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage,
+    payload::TopicRoutes,
+    subscriptions::{Subscriptions, TopicSubscription},
+};
+use crate::config::ReadingConfig;
+
+mod admission;
+mod handshake;
+mod session;
+mod status;
+
+/// Room in the connection-event channel; events are rare, so a full channel
+/// means the monitor stopped reading them and the owner waits.
+const EVENT_CAPACITY: usize = 64;
+
+/// Most admitted messages held back before they are queued. rumqttc reads
+/// every packet the socket has ready in one go; what one read delivered is
+/// queued together, so the model thread is woken about once per read
+/// instead of once per message.
+const BURST: usize = 64;
+
+/// A running ingestion: the queue and event receivers for the model side,
+/// the status and counters for health, and the control to stop it.
+pub struct Ingestion {
+    /// Admitted messages; ends (returns `None`) after the owner stopped.
+    pub messages: mpsc::Receiver<RawMessage>,
+    pub events: mpsc::Receiver<ConnectionEvent>,
+    pub status: watch::Receiver<LinkStatus>,
+    pub counters: Arc<IngressCounters>,
+    pub control: IngestionControl,
+}
+
+/// Stops the owner. Dropping it also stops the owner.
+pub struct IngestionControl {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl IngestionControl {
+    /// Asks the owner to unsubscribe, disconnect and end.
+    pub fn request_stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Requests the stop and waits until the owner has ended and dropped the
+    /// queue sender.
+    pub async fn stop(self) {
+        self.request_stop();
+        if let Err(e) = self.task.await {
+            warn!(error = %e, "MQTT ingestion task ended abnormally.");
+        }
+    }
+}
+
+/// Starts the reconnect owner of one monitor as a task on the current Tokio
+/// runtime (an actix arbiter runs one), so it must be called inside it.
+/// Messages carry the index of their reading in `readings`.
+pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Ingestion, MqttError> {
+    options.validate()?;
+    let topics: Vec<String> = readings.iter().map(|r| r.topic.clone()).collect();
+    let (queue, messages) = mpsc::channel(options.queue_capacity);
+    let (event_tx, events) = mpsc::channel(EVENT_CAPACITY);
+    let (status_tx, status) = watch::channel(LinkStatus {
+        connected: false,
+        since: Utc::now(),
+        failed_attempts: 0,
+        last_error: None,
+    });
+    let (stop, stop_rx) = watch::channel(false);
+    let counters = Arc::new(IngressCounters::default());
+    // Per connection the owner queues one request per topic, and at shutdown
+    // one per topic plus a DISCONNECT; nothing else goes through the channel.
+    let request_capacity = topics.len().saturating_mul(2).saturating_add(8);
+    let (client, eventloop) = AsyncClient::new(options.to_mqtt_options(), request_capacity);
+    let mut eventloop = eventloop;
+    eventloop
+        .network_options
+        .set_connection_timeout(options.handshake_timeout.as_secs().max(1));
+    let owner = Owner {
+        routes: TopicRoutes::new(readings),
+        subscriptions: Subscriptions::new(
+            readings
+                .iter()
+                .map(|r| TopicSubscription {
+                    topic: r.topic.clone(),
+                    required: r.required,
+                })
+                .collect(),
+        ),
+        topics,
+        options,
+        client,
+        eventloop,
+        queue,
+        events: event_tx,
+        status: status_tx,
+        counters: Arc::clone(&counters),
+        stop: stop_rx,
+        burst: Vec::with_capacity(BURST),
+        last_packet: Utc::now(),
+    };
+    let task = tokio::spawn(owner.run());
+    Ok(Ingestion {
+        messages,
+        events,
+        status,
+        counters,
+        control: IngestionControl { stop, task },
+    })
+}
+
+/// How far the current connection got: `established` once every
+/// subscription is acknowledged.
+#[derive(Default)]
+struct Handshake {
+    connack_seen: bool,
+    established: bool,
+}
+
+/// How one connection attempt or session ended.
+enum SessionEnd {
+    StopRequested,
+    ConsumerGone,
+    Lost { reason: String, established: bool },
+}
+
+/// Whether the messages reached the queue or ingestion must end.
+enum Admission {
+    Done,
+    StopRequested,
+    ConsumerGone,
+}
+
+struct Owner {
+    options: IngestOptions,
+    topics: Vec<String>,
+    routes: TopicRoutes,
+    subscriptions: Subscriptions,
+    client: AsyncClient,
+    eventloop: EventLoop,
+    queue: mpsc::Sender<RawMessage>,
+    events: mpsc::Sender<ConnectionEvent>,
+    status: watch::Sender<LinkStatus>,
+    counters: Arc<IngressCounters>,
+    stop: watch::Receiver<bool>,
+    /// Admitted messages of the current read, not queued yet.
+    burst: Vec<RawMessage>,
+    /// When the broker last sent anything (message, PINGRESP, ack).
+    last_packet: DateTime<Utc>,
+}
+
+/// Resolves once a stop was requested or the control was dropped.
+async fn stop_requested(stop: &mut watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow_and_update() {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
