@@ -1,9 +1,8 @@
 //! The process limits a worker raises before it starts its monitors. Each
-//! monitor holds at least one descriptor (its MQTT connection) and its
-//! model thread's runtime more, so a soft `RLIMIT_NOFILE` of 1,024 (a
-//! common default) stops a worker at a few hundred monitors, while the hard
-//! limit, which an unprivileged process may raise its soft limit to, is
-//! usually far higher.
+//! monitor holds one descriptor (its MQTT connection), so a soft
+//! `RLIMIT_NOFILE` of 1,024 (a common default) stops a worker short of a
+//! thousand monitors, while the hard limit, which an unprivileged process
+//! may raise its soft limit to, is usually far higher.
 
 use std::io;
 
@@ -58,7 +57,7 @@ pub fn raise_and_log() {
         ),
         Err(error) => tracing::warn!(
             %error,
-            "Could not raise the open-file limit (RLIMIT_NOFILE); the worker may run out of descriptors with many monitors. Raise it for the service (ulimit -n, or `ulimits: nofile` in the stack file)."
+            "Could not raise the open-file limit (RLIMIT_NOFILE); the worker may run out of descriptors with many monitors. Raise the hard limit the service inherits (ulimit -n, or the Docker daemon's; deploy/README.md, Scale)."
         ),
     }
 }

@@ -228,15 +228,15 @@ impl Supervisor {
         }
         let now = Instant::now();
         let mut wanted = std::collections::HashSet::new();
-        for row in heads {
-            if !self.admits(&row) {
+        for head in heads {
+            if !self.admits(&head) {
                 continue;
             }
-            wanted.insert(row.id);
-            if self.running.contains_key(&row.id) {
+            wanted.insert(head.id);
+            if self.running.contains_key(&head.id) {
                 continue;
             }
-            if let Some(exited) = self.exited.get(&row.id) {
+            if let Some(exited) = self.exited.get(&head.id) {
                 let due = exited.reason.restart() == Restart::AfterBackoff
                     && exited.retry_at.is_some_and(|at| at <= now);
                 // Losing a monitor ends this worker's writer for good, not
@@ -244,14 +244,14 @@ impl Supervisor {
                 // start restores that worker's snapshot and carries on.
                 let take_back = matches!(exited.reason, ExitReason::OwnershipLost { .. })
                     && self.scope.single().is_none()
-                    && unwatched.contains(&row.id);
+                    && unwatched.contains(&head.id);
                 if take_back {
-                    tracing::warn!(monitor_id = %row.id, name = %row.name, "The worker that took this monitor over is gone; taking it back.");
+                    tracing::warn!(monitor_id = %head.id, name = %head.name, "The worker that took this monitor over is gone; taking it back.");
                 } else if !due {
                     continue;
                 }
             }
-            if let Some(row) = rows.remove(&row.id) {
+            if let Some(row) = rows.remove(&head.id) {
                 self.start(row, ctx);
             }
         }
