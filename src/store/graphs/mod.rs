@@ -4,10 +4,12 @@
 //! - this file: row types, errors, and reading graphs, revisions and runs.
 //! - `publish`: the dry-run plan and publishing a revision.
 //! - `activate`: starting a run of a revision with its own monitor.
-//! - `runs`: admission, failure records under the snapshot row lock, stopping.
+//! - `runs`: admission and stopping.
+//! - `failure`: failure records under the snapshot row lock.
 //! - `inspect`: listing and inspecting runs for operators.
 
 mod activate;
+mod failure;
 mod inspect;
 mod publish;
 mod runs;
@@ -25,9 +27,10 @@ use super::{
 use crate::graph::{CompiledGraph, GraphBinding, GraphDefinition, GraphError};
 
 pub use activate::Activated;
+pub use failure::{FailureRecord, RetriedFailure};
 pub use inspect::{OperationalView, RunInspection, RunSummary, SnapshotView};
 pub use publish::{PlanChange, PublishPlan};
-pub use runs::{Admission, AdmissionRefusal, FailureRecord, RetriedFailure, StopOutcome};
+pub use runs::{Admission, AdmissionRefusal, StopOutcome};
 
 /// A published revision as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Queryable, Selectable)]
