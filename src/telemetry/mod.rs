@@ -16,14 +16,15 @@
 //!   (the per-worker breakdowns and distributions go through the SDK).
 //!
 //! ```
-//! use radar::telemetry::{Telemetry, RejectReason, events::*};
+//! use radar::{mqtt::ConnectionEvent, telemetry::{Telemetry, RejectReason, events::*}};
 //! # let id = uuid::Uuid::nil();
 //! // After the SDK provider is installed (a no-op meter otherwise):
 //! let telemetry = Telemetry::global();
 //! let pump = telemetry.monitor(id, "pump"); // on the board as `starting`
 //! pump.emit(ObservationsReceived { count: 1 });
 //! pump.emit(ObservationsRejected { reason: RejectReason::Stale, count: 1 });
-//! pump.emit(MqttConnected);
+//! let up = ConnectionEvent::Connected { at: chrono::Utc::now(), attempt: 1 };
+//! pump.emit(ConnectionChanged(&up));
 //! assert!(telemetry.board().readiness().ready);
 //! ```
 

@@ -14,7 +14,24 @@ use super::{
     labels::{DetectorPhase, RejectReason},
     *,
 };
+use crate::mqtt::ConnectionEvent;
 use crate::runtime::{ExitReason, Trigger};
+
+/// What the MQTT reconnect owner reports when every subscription is acknowledged.
+fn connected() -> ConnectionEvent {
+    ConnectionEvent::Connected {
+        at: Utc::now(),
+        attempt: 1,
+    }
+}
+
+/// What the MQTT reconnect owner reports when an established connection drops.
+fn disconnected(reason: &str) -> ConnectionEvent {
+    ConnectionEvent::Disconnected {
+        at: Utc::now(),
+        reason: reason.to_string(),
+    }
+}
 
 fn telemetry() -> Telemetry {
     Telemetry::new(&NoopMeterProvider::new().meter(METER_NAME))
@@ -25,16 +42,14 @@ fn a_monitor_is_ready_after_connecting_and_unready_after_dropping() {
     let t = telemetry();
     let m = t.monitor(Uuid::from_u128(1), "pump");
     assert!(!t.board().readiness().ready);
-    m.emit(MqttConnected);
+    m.emit(ConnectionChanged(&connected()));
     assert!(t.board().readiness().ready);
-    m.emit(MqttDisconnected {
-        detail: "connection reset",
-    });
+    m.emit(ConnectionChanged(&disconnected("connection reset")));
     let r = t.board().readiness();
     assert!(!r.ready);
     assert_eq!(r.not_ready[0].state, MonitorState::Disconnected);
     assert_eq!(r.not_ready[0].detail, "connection reset");
-    m.emit(MqttConnected);
+    m.emit(ConnectionChanged(&connected()));
     assert!(t.board().readiness().ready);
 }
 
@@ -42,13 +57,13 @@ fn a_monitor_is_ready_after_connecting_and_unready_after_dropping() {
 fn terminal_events_keep_the_worker_unready_until_the_monitor_is_removed() {
     let t = telemetry();
     let m = t.monitor(Uuid::from_u128(1), "pump");
-    m.emit(MqttConnected);
+    m.emit(ConnectionChanged(&connected()));
     m.emit(MonitorExited {
         reason: &ExitReason::OwnershipLost {
             detail: "a successor snapshot was committed".into(),
         },
     });
-    m.emit(MqttConnected);
+    m.emit(ConnectionChanged(&connected()));
     let view = t.board().view(m.id(), Utc::now()).unwrap();
     assert_eq!(view.state, MonitorState::OwnershipLost);
     assert!(!view.ownership_held);
@@ -119,7 +134,7 @@ fn restore_commit_and_phase_events_fill_the_gauge_figures() {
 fn a_stall_makes_a_connected_monitor_unready_until_cleared() {
     let t = telemetry();
     let m = t.monitor(Uuid::from_u128(4), "press");
-    m.emit(MqttConnected);
+    m.emit(ConnectionChanged(&connected()));
     m.emit(MonitorStalled {
         detail: "no checkpoint committed for 30 s",
     });
@@ -184,7 +199,7 @@ fn connection_events_of_the_reconnect_owner_drive_the_board() {
 fn a_transient_failure_shows_as_failed_until_the_monitor_is_readmitted() {
     let t = telemetry();
     let m = t.monitor(Uuid::from_u128(8), "kiln");
-    m.emit(MqttConnected);
+    m.emit(ConnectionChanged(&connected()));
     m.emit(MonitorExited {
         reason: &ExitReason::Failed {
             error: "database unreachable".into(),
@@ -194,6 +209,6 @@ fn a_transient_failure_shows_as_failed_until_the_monitor_is_readmitted() {
     assert_eq!(r.not_ready[0].state, MonitorState::Failed);
     assert_eq!(r.not_ready[0].detail, "database unreachable");
     let again = t.monitor(Uuid::from_u128(8), "kiln");
-    again.emit(MqttConnected);
+    again.emit(ConnectionChanged(&connected()));
     assert!(t.board().readiness().ready);
 }

@@ -15,6 +15,7 @@ use opentelemetry_sdk::metrics::SdkMeterProvider;
 use prometheus::Registry;
 use radar::{
     coverage::GapCause,
+    mqtt::ConnectionEvent,
     runtime::{ExitReason, Trigger},
     telemetry::{
         CheckpointFailure, DetectorPhase, METER_NAME, Metric, ModelOperation, MonitorTelemetry,
@@ -140,19 +141,30 @@ fn record_a_known_history(m: &MonitorTelemetry) {
         reason: CheckpointFailure::Timeout,
         error: "statement timeout",
     });
-    m.emit(MqttConnected);
-    m.emit(MqttDisconnected {
-        detail: "connection reset by peer",
-    });
-    m.emit(ReconnectAttempted {
+    m.emit(ConnectionChanged(&ConnectionEvent::Connected {
+        at: Utc::now(),
         attempt: 1,
-        delay: Duration::from_secs(5),
-    });
-    m.emit(ReconnectAttempted {
-        attempt: 2,
-        delay: Duration::from_secs(10),
-    });
-    m.emit(MqttConnected);
+    }));
+    m.emit(ConnectionChanged(&ConnectionEvent::Disconnected {
+        at: Utc::now(),
+        reason: "connection reset by peer".into(),
+    }));
+    m.emit(ConnectionChanged(&ConnectionEvent::Retrying {
+        at: Utc::now(),
+        next_attempt: 1,
+        retry_in: Duration::from_secs(5),
+        reason: "connection refused".into(),
+    }));
+    m.emit(ConnectionChanged(&ConnectionEvent::Retrying {
+        at: Utc::now(),
+        next_attempt: 2,
+        retry_in: Duration::from_secs(10),
+        reason: "connection refused".into(),
+    }));
+    m.emit(ConnectionChanged(&ConnectionEvent::Connected {
+        at: Utc::now(),
+        attempt: 1,
+    }));
     m.emit(CoverageGapClosed {
         cause: GapCause::MqttOutage,
         duration: Duration::from_millis(15_500),
@@ -321,7 +333,10 @@ async fn distributions_are_per_worker_and_no_line_carries_scope_labels() {
 async fn gauges_of_a_monitor_disappear_when_it_leaves_the_board() {
     let f = fixture();
     let m = pump(&f);
-    m.emit(MqttConnected);
+    m.emit(ConnectionChanged(&ConnectionEvent::Connected {
+        at: Utc::now(),
+        attempt: 1,
+    }));
     let id = PUMP.to_string();
     let me = [("monitor_id", id.as_str())];
     let (_, text) = f.get("/metrics").await;
@@ -385,13 +400,20 @@ async fn readyz_lists_a_disconnected_monitor_and_recovers_after_reconnect() {
     let f = fixture();
     let m = pump(&f);
     let other = f.telemetry.monitor(Uuid::from_u128(2), "fan");
-    m.emit(MqttConnected);
-    other.emit(MqttConnected);
+    m.emit(ConnectionChanged(&ConnectionEvent::Connected {
+        at: Utc::now(),
+        attempt: 1,
+    }));
+    other.emit(ConnectionChanged(&ConnectionEvent::Connected {
+        at: Utc::now(),
+        attempt: 1,
+    }));
     assert_eq!(f.get("/readyz").await.0, StatusCode::OK);
 
-    m.emit(MqttDisconnected {
-        detail: "connection refused",
-    });
+    m.emit(ConnectionChanged(&ConnectionEvent::Disconnected {
+        at: Utc::now(),
+        reason: "connection refused".into(),
+    }));
     let (status, body) = f.get("/readyz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -408,7 +430,10 @@ async fn readyz_lists_a_disconnected_monitor_and_recovers_after_reconnect() {
         }])
     );
 
-    m.emit(MqttConnected);
+    m.emit(ConnectionChanged(&ConnectionEvent::Connected {
+        at: Utc::now(),
+        attempt: 1,
+    }));
     let (status, body) = f.get("/readyz").await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
@@ -418,7 +443,10 @@ async fn readyz_reports_stalled_and_failed_monitors_by_state() {
     let f = fixture();
     let stalled = f.telemetry.monitor(Uuid::from_u128(1), "stalled");
     let failed = f.telemetry.monitor(Uuid::from_u128(2), "failed");
-    stalled.emit(MqttConnected);
+    stalled.emit(ConnectionChanged(&ConnectionEvent::Connected {
+        at: Utc::now(),
+        attempt: 1,
+    }));
     stalled.emit(MonitorStalled {
         detail: "no checkpoint committed for 31 s",
     });

@@ -1,9 +1,9 @@
 //! Events of the broker connection, as the MQTT reconnect owner reports
-//! them: connected, disconnected, reconnecting.
+//! them (connected, disconnected, a subscription refused, reconnecting,
+//! stopped): one event carrying the owner's [`ConnectionEvent`], so the board
+//! and the counters follow exactly what the owner saw.
 
-use std::time::Duration;
-
-use tracing::{debug, info, warn};
+use tracing::debug;
 
 use super::InternalEvent;
 use crate::mqtt::ConnectionEvent;
@@ -35,50 +35,5 @@ impl InternalEvent for ConnectionChanged<'_> {
             }
             ConnectionEvent::Stopped { .. } => m.disconnect("ingestion stopped"),
         }
-    }
-}
-
-/// Every required subscription was acknowledged with a success code.
-#[derive(Debug, Clone, Copy)]
-pub struct MqttConnected;
-
-impl InternalEvent for MqttConnected {
-    fn emit(self, m: &MonitorTelemetry) {
-        info!(monitor_id = %m.id(), "Connected; every subscription acknowledged.");
-        m.connect();
-    }
-}
-
-/// The connection dropped or a subscription was refused.
-#[derive(Debug, Clone, Copy)]
-pub struct MqttDisconnected<'a> {
-    pub detail: &'a str,
-}
-
-impl InternalEvent for MqttDisconnected<'_> {
-    fn emit(self, m: &MonitorTelemetry) {
-        warn!(monitor_id = %m.id(), detail = self.detail, "Disconnected from the broker.");
-        m.disconnect(self.detail);
-    }
-}
-
-/// The reconnect owner is about to try again.
-#[derive(Debug, Clone, Copy)]
-pub struct ReconnectAttempted {
-    /// 1 for the first attempt after the drop.
-    pub attempt: u64,
-    /// The wait before this attempt.
-    pub delay: Duration,
-}
-
-impl InternalEvent for ReconnectAttempted {
-    fn emit(self, m: &MonitorTelemetry) {
-        info!(
-            monitor_id = %m.id(),
-            attempt = self.attempt,
-            delay_seconds = self.delay.as_secs_f64(),
-            "Reconnecting to the broker."
-        );
-        m.count(Count::ReconnectAttempts, 1);
     }
 }

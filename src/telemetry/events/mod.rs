@@ -26,7 +26,7 @@ use super::{handle::MonitorTelemetry, labels::key};
 pub use checkpoints::{
     CheckpointCommitted, CheckpointFailed, OwnershipAcquired, PossibleGapMeasured, SnapshotRestored,
 };
-pub use connection::{ConnectionChanged, MqttConnected, MqttDisconnected, ReconnectAttempted};
+pub use connection::ConnectionChanged;
 pub use detection::{
     AlarmClosed, AlarmOpened, DetectorPhaseChanged, FrameScored, ModelOperationFinished,
 };
