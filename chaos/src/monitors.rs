@@ -77,7 +77,11 @@ pub(super) async fn create_monitors(
 }
 
 /// Waits until every monitor has a committed snapshot past calibration.
-pub(super) async fn warm_up(db_url: &str, monitors: &BTreeMap<Uuid, u32>, within: Duration) -> Result<()> {
+pub(super) async fn warm_up(
+    db_url: &str,
+    monitors: &BTreeMap<Uuid, u32>,
+    within: Duration,
+) -> Result<()> {
     let deadline = Instant::now() + within;
     loop {
         let rows = observe::snapshot_rows(db_url).await.unwrap_or_default();

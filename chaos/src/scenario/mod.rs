@@ -28,8 +28,8 @@ use anyhow::Result;
 use radar_testkit::{broker::Mosquitto, postgres::PrivatePostgres as Cluster};
 use uuid::Uuid;
 
-use self::{episode::Episode, fault::Rng, outage::Blackhole};
 pub use self::fault::Fault;
+use self::{episode::Episode, fault::Rng, outage::Blackhole};
 use crate::{
     check::{Outage, Replay, Ts},
     fleet::{Worker, WorkerEnv},
@@ -63,7 +63,6 @@ struct Retiring {
     /// When it was sent SIGTERM, to kill it if it never exits.
     termed_at: Option<Instant>,
 }
-
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Database {

@@ -53,7 +53,12 @@ pub(super) async fn until_subscribed(
 }
 
 /// The first lines: what runs, how fast, for how long, and on what storage.
-pub(super) fn announce(console: &Console, args: &DemoArgs, broker: &EmbeddedBroker, storage: &Storage) {
+pub(super) fn announce(
+    console: &Console,
+    args: &DemoArgs,
+    broker: &EmbeddedBroker,
+    storage: &Storage,
+) {
     console.line(&format!(
         "radar demo: {} simulated pump(s), one monitor each, at {}x ({}); embedded MQTT broker on {}.",
         args.monitors,

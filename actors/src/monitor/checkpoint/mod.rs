@@ -28,7 +28,10 @@ use uuid::Uuid;
 pub use self::handlers::Claimed;
 use super::{
     MonitorActor,
-    messages::{CommitReport, FailureOutcome, FailureSettled, LastSnapshotSettled, RecordFailure, SnapshotReady},
+    messages::{
+        CommitReport, FailureOutcome, FailureSettled, LastSnapshotSettled, RecordFailure,
+        SnapshotReady,
+    },
     model::ModelActor,
     view::CheckpointView,
 };

@@ -187,7 +187,6 @@ impl CheckpointActor {
         }
     }
 
-
     /// Removes what a transaction committed: the results that were pending
     /// when it started (newer ones were appended after them).
     fn drop_committed(&mut self, (alarms, evidence): (usize, usize)) {
