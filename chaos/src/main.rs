@@ -10,17 +10,20 @@
 //! Layout: `radar_testkit::postgres` and `radar_testkit::broker` (the test
 //! helpers that run a private PostgreSQL cluster and Mosquitto), `fleet` (worker processes and CLI calls),
 //! `publisher` (sensor frames), `scenario` (the fault loop and healing),
-//! `observe` (audit, samples, final reads), `check` (the invariants, pure).
+//! `observe` (audit, samples, final reads), `check` (the invariants, pure),
+//! `replay` (a monitor's row copied, written back and repaired), `monitors`
+//! (created and calibrated before any fault), `summary` (what a run prints).
 
 mod check;
 mod fleet;
+mod monitors;
 mod observe;
 mod publisher;
 mod replay;
 mod scenario;
+mod summary;
 
 use std::{
-    collections::BTreeMap,
     fs,
     path::PathBuf,
     process::ExitCode,
@@ -29,12 +32,13 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use uuid::Uuid;
 
-use check::{Limits, Observations, ProcessLog, Verdict};
+use check::{Limits, Observations, ProcessLog};
 use fleet::{WorkerEnv, radar_cli};
-use publisher::{Feed, Publisher};
-use scenario::{Chaos, Fault, Plan};
+use monitors::{create_monitors, warm_up};
+use publisher::Publisher;
+use scenario::{Chaos, Plan};
+use summary::{print_verdicts, report};
 
 /// Fault-injection run against real radar workers, Mosquitto and PostgreSQL.
 #[derive(Debug, Parser)]
@@ -298,141 +302,4 @@ async fn run(args: Args) -> Result<bool> {
         println!("run directory kept: {}", kept.display());
     }
     Ok(passed)
-}
-
-/// Creates monitors through `radar monitor create` until there are at least
-/// `wanted` and every shard has one.
-async fn create_monitors(
-    env: &WorkerEnv,
-    wanted: usize,
-) -> Result<(BTreeMap<Uuid, u32>, Vec<Feed>)> {
-    let mut monitors = BTreeMap::new();
-    let mut feeds = Vec::new();
-    let shard_of = |id: Uuid| {
-        (1..=env.shards)
-            .find(|&index| {
-                radar::runtime::owns(
-                    radar::config::Shard {
-                        index,
-                        count: env.shards,
-                    },
-                    id,
-                )
-            })
-            .unwrap_or(1)
-    };
-    while monitors.len() < wanted || (1..=env.shards).any(|s| !monitors.values().any(|&v| v == s)) {
-        if monitors.len() >= wanted + 20 {
-            bail!("could not give every shard a monitor");
-        }
-        let n = monitors.len();
-        let prefix = format!("chaos/{}/m{n}", Uuid::new_v4().simple());
-        let path = env.dir.join(format!("m{n}.toml"));
-        // Calibrated after 40 frames (4 s at 10 per second).
-        fs::write(
-            &path,
-            radar_testkit::monitor::two_readings(&format!("chaos-m{n}"), &prefix),
-        )?;
-        let path = path.display().to_string();
-        let (ok, out) = radar_cli(
-            env,
-            &["monitor", "create", "--config", &path],
-            Duration::from_secs(30),
-        )
-        .await?;
-        if !ok {
-            bail!(
-                "radar monitor create failed; see {}",
-                env.dir.join(fleet::CLI_LOG).display()
-            );
-        }
-        let id: Uuid = out
-            .trim()
-            .parse()
-            .context("radar monitor create printed no id")?;
-        monitors.insert(id, shard_of(id));
-        feeds.push(Feed {
-            monitor: id,
-            prefix,
-        });
-    }
-    Ok((monitors, feeds))
-}
-
-/// Waits until every monitor has a committed snapshot past calibration.
-async fn warm_up(db_url: &str, monitors: &BTreeMap<Uuid, u32>, within: Duration) -> Result<()> {
-    let deadline = Instant::now() + within;
-    loop {
-        let rows = observe::snapshot_rows(db_url).await.unwrap_or_default();
-        let ready = monitors.keys().all(|m| {
-            rows.iter()
-                .any(|r| r.service_id == *m && r.processed_count >= 60)
-        });
-        if ready {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "the monitors did not calibrate within {within:?} before any fault; committed: {:?}",
-                rows.iter()
-                    .map(|r| (r.service_id, r.processed_count))
-                    .collect::<Vec<_>>()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-fn report(
-    chaos: &Chaos,
-    obs: &Observations,
-    verdicts: &[Verdict],
-    fault_seconds: f64,
-    total: Duration,
-) {
-    let total_faults: u32 = chaos.injected.values().sum();
-    let by_kind: Vec<String> = Fault::ALL
-        .iter()
-        .map(|f| format!("{f} {}", chaos.injected.get(f).copied().unwrap_or(0)))
-        .collect();
-    println!(
-        "radar-chaos: {total_faults} faults in {fault_seconds:.0} s ({}); run took {:.0} s",
-        by_kind.join(", "),
-        total.as_secs_f64()
-    );
-    println!(
-        "observed: {} workers, {} audited writes, {} evidence rows, {} alarms, {} restores, {} status samples, {} outages",
-        chaos.finished.len(),
-        obs.writes.len(),
-        obs.final_evidence.len(),
-        obs.final_alarms.len(),
-        obs.restores.len(),
-        obs.status.len(),
-        obs.outages.len()
-    );
-    if !chaos.term_exits.is_empty() {
-        let exits: Vec<String> = chaos
-            .term_exits
-            .iter()
-            .map(|(how, n)| format!("{how}: {n}"))
-            .collect();
-        println!("SIGTERM during faults ended as: {}", exits.join(", "));
-    }
-    let mut notes: BTreeMap<&str, usize> = BTreeMap::new();
-    for note in &chaos.unexpected_exits {
-        *notes.entry(note.as_str()).or_default() += 1;
-    }
-    for (note, n) in notes {
-        println!("note: {n} x {note}");
-    }
-    print_verdicts(verdicts);
-}
-
-fn print_verdicts(verdicts: &[Verdict]) {
-    for v in verdicts {
-        println!("{}: {} passed, {} failed", v.name, v.passed, v.failed);
-        for f in &v.failures {
-            println!("    {f}");
-        }
-    }
 }

@@ -1,0 +1,105 @@
+//! The run's monitors: created through the real `radar monitor create`
+//! until every shard has one, then waited for until each committed a
+//! snapshot past calibration, before any fault.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use uuid::Uuid;
+
+use crate::{
+    fleet::{self, WorkerEnv, radar_cli},
+    observe,
+    publisher::Feed,
+};
+
+/// Creates monitors through `radar monitor create` until there are at least
+/// `wanted` and every shard has one.
+pub(super) async fn create_monitors(
+    env: &WorkerEnv,
+    wanted: usize,
+) -> Result<(BTreeMap<Uuid, u32>, Vec<Feed>)> {
+    let mut monitors = BTreeMap::new();
+    let mut feeds = Vec::new();
+    let shard_of = |id: Uuid| {
+        (1..=env.shards)
+            .find(|&index| {
+                radar::runtime::owns(
+                    radar::config::Shard {
+                        index,
+                        count: env.shards,
+                    },
+                    id,
+                )
+            })
+            .unwrap_or(1)
+    };
+    while monitors.len() < wanted || (1..=env.shards).any(|s| !monitors.values().any(|&v| v == s)) {
+        if monitors.len() >= wanted + 20 {
+            bail!("could not give every shard a monitor");
+        }
+        let n = monitors.len();
+        let prefix = format!("chaos/{}/m{n}", Uuid::new_v4().simple());
+        let path = env.dir.join(format!("m{n}.toml"));
+        // Calibrated after 40 frames (4 s at 10 per second).
+        fs::write(
+            &path,
+            radar_testkit::monitor::two_readings(&format!("chaos-m{n}"), &prefix),
+        )?;
+        let path = path.display().to_string();
+        let (ok, out) = radar_cli(
+            env,
+            &["monitor", "create", "--config", &path],
+            Duration::from_secs(30),
+        )
+        .await?;
+        if !ok {
+            bail!(
+                "radar monitor create failed; see {}",
+                env.dir.join(fleet::CLI_LOG).display()
+            );
+        }
+        let id: Uuid = out
+            .trim()
+            .parse()
+            .context("radar monitor create printed no id")?;
+        monitors.insert(id, shard_of(id));
+        feeds.push(Feed {
+            monitor: id,
+            prefix,
+        });
+    }
+    Ok((monitors, feeds))
+}
+
+/// Waits until every monitor has a committed snapshot past calibration.
+pub(super) async fn warm_up(
+    db_url: &str,
+    monitors: &BTreeMap<Uuid, u32>,
+    within: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let rows = observe::snapshot_rows(db_url).await.unwrap_or_default();
+        let ready = monitors.keys().all(|m| {
+            rows.iter()
+                .any(|r| r.service_id == *m && r.processed_count >= 60)
+        });
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the monitors did not calibrate within {within:?} before any fault; committed: {:?}",
+                rows.iter()
+                    .map(|r| (r.service_id, r.processed_count))
+                    .collect::<Vec<_>>()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
