@@ -139,6 +139,9 @@ mod tests {
         Utc.timestamp_opt(1_790_000_000 + secs, 0).unwrap()
     }
 
+    /// One edit of the views.
+    type Change = Box<dyn Fn(&mut Inputs)>;
+
     #[derive(Clone)]
     struct Inputs {
         model: ModelView,
@@ -201,7 +204,7 @@ mod tests {
             same.link.since = at(9);
             assert!(documents.unchanged(&written, state, &same.views()));
 
-            let changes: Vec<(&str, Box<dyn Fn(&mut Inputs)>)> = vec![
+            let changes: Vec<(&str, Change)> = vec![
                 ("phase", Box::new(|i| i.model.phase = Phase::Training)),
                 ("processed", Box::new(|i| i.model.processed += 1)),
                 ("connected", Box::new(|i| i.link.connected = false)),
