@@ -1,13 +1,15 @@
 //! Coalesced heartbeats against real PostgreSQL: many monitors' status rows
 //! in one transaction, each still checked against its own snapshot
 //! signature; a fenced monitor in the batch is not written and learns it,
-//! the others are written; a locked snapshot row delays nobody.
+//! the others are written; a locked snapshot row delays nobody. A
+//! heartbeat whose record has not changed only refreshes its row's time,
+//! under the same check, and only while the row is as its writer left it.
 //!
 //! Transactions and statements are counted on the rows themselves: every
 //! row version carries the transaction (`xmin`) and the command within it
 //! (`cmin`) that wrote it, exact and private to this test's database.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, TimeZone, Utc};
 use diesel::sql_types::{BigInt, Text, Timestamptz};
@@ -114,6 +116,57 @@ impl Fleet {
             .n
     }
 
+    /// Hands each of `beats` in (monitor index, record, unchanged as of
+    /// this time or `None` for a new record), waits until all are queued,
+    /// flushes once, and returns each outcome in order.
+    async fn flush_these(
+        &self,
+        flusher: &mut HeartbeatFlusher,
+        heartbeats: &Heartbeats,
+        beats: Vec<(usize, Arc<HealthRecord>, Option<DateTime<Utc>>)>,
+    ) -> Vec<HealthOutcome> {
+        let n = beats.len();
+        let tasks: Vec<_> = beats
+            .into_iter()
+            .map(|(i, record, unchanged)| {
+                let heartbeats = heartbeats.clone();
+                let reporter = self.monitors[i].writer.health_reporter();
+                tokio::spawn(async move {
+                    match unchanged {
+                        Some(now) => heartbeats.submit_unchanged(reporter, record, now).await,
+                        None => heartbeats.submit(reporter, record).await,
+                    }
+                })
+            })
+            .collect();
+        poll::within(Duration::from_secs(30))
+            .every(poll::QUICK)
+            .wait("every heartbeat is queued", || {
+                let queued = flusher.queued();
+                poll::check(queued >= n, || format!("{queued} queued"))
+            })
+            .await;
+        assert!(flusher.flush_queued().await);
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
+    }
+
+    /// Monitor `i`'s status row.
+    async fn row(&self, i: usize) -> Row {
+        diesel::sql_query(
+            "SELECT state, worker_id, ownership, fencing_token, heartbeat_at, \
+             last_checkpoint_at, reading_seen_at, coverage, xmin::text AS xmin \
+             FROM radar_operational_status WHERE service_id = $1",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(self.monitors[i].id)
+        .get_result(&mut self.conn().await)
+        .await
+        .unwrap()
+    }
+
     /// Hands every monitor's heartbeat in, waits until all are queued,
     /// flushes once, and returns each monitor's outcome in order.
     async fn beat_all(
@@ -147,6 +200,44 @@ impl Fleet {
         }
         outcomes
     }
+}
+
+#[derive(diesel::QueryableByName, Debug, Clone, PartialEq)]
+struct Row {
+    #[diesel(sql_type = Text)]
+    state: String,
+    #[diesel(sql_type = Text)]
+    worker_id: String,
+    #[diesel(sql_type = Text)]
+    ownership: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<Text>)]
+    fencing_token: Option<String>,
+    #[diesel(sql_type = Timestamptz)]
+    heartbeat_at: DateTime<Utc>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<Timestamptz>)]
+    last_checkpoint_at: Option<DateTime<Utc>>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Jsonb>)]
+    reading_seen_at: Option<serde_json::Value>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Jsonb>)]
+    coverage: Option<serde_json::Value>,
+    #[diesel(sql_type = Text)]
+    xmin: String,
+}
+
+impl Row {
+    /// The row as its content, without when or by which transaction it
+    /// was written.
+    fn content(&self) -> Row {
+        Row {
+            heartbeat_at: DateTime::<Utc>::MIN_UTC,
+            xmin: String::new(),
+            ..self.clone()
+        }
+    }
+}
+
+fn written(outcome: &HealthOutcome) -> bool {
+    matches!(outcome, HealthOutcome::Written(_))
 }
 
 fn sealed(binding: &SnapshotBinding, frames: u64) -> SealedSnapshot {
@@ -391,4 +482,172 @@ async fn two_heartbeats_of_one_monitor_in_one_interval_are_both_written_one_afte
     assert_eq!(fleet.count(ROWS).await, 1);
     let last = "SELECT count(*) AS n FROM radar_operational_status WHERE state = 'second'";
     assert_eq!(fleet.count(last).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_heartbeat_refreshes_its_rows_time_and_keeps_its_content() {
+    let fleet = Fleet::new("hb_refresh", 3).await;
+    let (heartbeats, mut flusher) = Heartbeats::new(fleet.store(), Duration::from_secs(3600));
+    let record = Arc::new(health("running", at(50)));
+    let all = |unchanged| (0..3).map(|i| (i, record.clone(), unchanged)).collect();
+    let outcomes = fleet
+        .flush_these(&mut flusher, &heartbeats, all(None))
+        .await;
+    assert!(outcomes.iter().all(written), "{outcomes:?}");
+    let before: Vec<Row> = all_rows(&fleet, 3).await;
+
+    // Two seconds later nothing changed: every row's heartbeat time moves
+    // on, its content (reading times and last checkpoint on the database's
+    // clock included) stays as the full write left it.
+    let outcomes = fleet
+        .flush_these(&mut flusher, &heartbeats, all(Some(at(52))))
+        .await;
+    assert!(outcomes.iter().all(written), "{outcomes:?}");
+    let after = all_rows(&fleet, 3).await;
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert!(
+            a.heartbeat_at > b.heartbeat_at,
+            "monitor {i}: the unchanged heartbeat did not refresh its row ({} then {})",
+            b.heartbeat_at,
+            a.heartbeat_at
+        );
+        assert_ne!(a.xmin, b.xmin, "monitor {i}: the row was not rewritten");
+        assert_eq!(a.content(), b.content(), "monitor {i}: content changed");
+    }
+    assert_eq!(
+        fleet.count(TRANSACTIONS).await,
+        1,
+        "the refreshes of one flush are one transaction"
+    );
+}
+
+/// Every row, in monitor order.
+async fn all_rows(fleet: &Fleet, n: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for i in 0..n {
+        rows.push(fleet.row(i).await);
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_heartbeat_whose_row_was_written_by_another_is_written_in_full() {
+    let fleet = Fleet::new("hb_refresh_stale", 4).await;
+    let (heartbeats, mut flusher) = Heartbeats::new(fleet.store(), Duration::from_secs(3600));
+    let record = Arc::new(health("running", at(50)));
+    let all = |unchanged| (0..4).map(|i| (i, record.clone(), unchanged)).collect();
+    let outcomes = fleet
+        .flush_these(&mut flusher, &heartbeats, all(None))
+        .await;
+    assert!(outcomes.iter().all(written), "{outcomes:?}");
+
+    // Monitor 0: another worker, whose snapshot load failed, reports it
+    // while the snapshot row still holds A's token (allowed: it checks the
+    // signature it saw). Monitor 1: worker B resumed it from A's token and
+    // reported it before committing anything (same token, B's row).
+    // Monitor 2: its row is gone. Monitor 3: untouched.
+    let seen = fleet.monitors[0].writer.token();
+    let other = CheckpointStore::new(fleet.pool.clone(), "worker-c");
+    assert!(
+        other
+            .report_unowned(
+                fleet.monitors[0].id,
+                Some(&seen.as_bytes()[..]),
+                &health("startup_failed", at(51))
+            )
+            .await
+            .unwrap()
+    );
+    let b = CheckpointStore::new(fleet.pool.clone(), "worker-b")
+        .resume(fleet.monitors[1].id, fleet.monitors[1].writer.token());
+    let HealthOutcome::Written(_) = b
+        .health_reporter()
+        .report(&health("disconnected", at(51)))
+        .await
+    else {
+        panic!("B's status was not written");
+    };
+    diesel::sql_query("DELETE FROM radar_operational_status WHERE service_id = $1")
+        .bind::<diesel::sql_types::Uuid, _>(fleet.monitors[2].id)
+        .execute(&mut fleet.conn().await)
+        .await
+        .unwrap();
+
+    // A's unchanged heartbeats, taken at 60: rows 0 to 2 carry A's record
+    // in full again, as taken then (last checkpoint 60 s old); row 3 is
+    // refreshed.
+    let outcomes = fleet
+        .flush_these(&mut flusher, &heartbeats, all(Some(at(60))))
+        .await;
+    assert!(outcomes.iter().all(written), "{outcomes:?}");
+    for i in 0..4 {
+        let row = fleet.row(i).await;
+        assert_eq!(row.state, "running", "monitor {i}");
+        assert_eq!(row.worker_id, "worker-a", "monitor {i}");
+        assert_eq!(row.ownership, "owner", "monitor {i}");
+        assert_eq!(
+            row.fencing_token.as_deref(),
+            Some(fleet.monitors[i].writer.token().short().as_str())
+        );
+        let age = row.heartbeat_at - row.last_checkpoint_at.unwrap();
+        if i == 3 {
+            // Refreshed: the age as the full write at 50 left it, plus the
+            // time between the two flushes (well under the 10 s taken).
+            assert!(
+                age >= at(50) - at(0) && age < at(60) - at(0),
+                "monitor 3: {age}"
+            );
+        } else {
+            assert_eq!(
+                age,
+                at(60) - at(0),
+                "monitor {i}: not written as taken at 60"
+            );
+        }
+    }
+    assert_eq!(fleet.count(ROWS).await, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_heartbeat_of_a_monitor_whose_snapshot_moved_on_is_not_written() {
+    let fleet = Fleet::new("hb_refresh_fenced", 3).await;
+    let (heartbeats, mut flusher) = Heartbeats::new(fleet.store(), Duration::from_secs(3600));
+    let record = Arc::new(health("running", at(50)));
+    let all = |unchanged| (0..3).map(|i| (i, record.clone(), unchanged)).collect();
+    let outcomes = fleet
+        .flush_these(&mut flusher, &heartbeats, all(None))
+        .await;
+    assert!(outcomes.iter().all(written), "{outcomes:?}");
+
+    // Worker B takes monitor 1 over but has written no status yet: the row
+    // is still A's, as A left it; only the snapshot signature says B.
+    let fenced = &fleet.monitors[1];
+    let b = CheckpointStore::new(fleet.pool.clone(), "worker-b")
+        .resume(fenced.id, fenced.writer.token());
+    let WriteOutcome::Committed(_) = b
+        .checkpoint(&sealed(&fenced.binding, 1), &PendingResults::default())
+        .await
+    else {
+        panic!("B's takeover checkpoint");
+    };
+    let before = fleet.row(1).await;
+
+    let outcomes = fleet
+        .flush_these(&mut flusher, &heartbeats, all(Some(at(52))))
+        .await;
+    for (i, outcome) in outcomes.iter().enumerate() {
+        match outcome {
+            HealthOutcome::OwnershipLost(lost) if i == 1 => {
+                assert_eq!(lost.service_id, fenced.id);
+                assert_eq!(lost.refused, WriteKind::Health);
+            }
+            HealthOutcome::Written(_) if i != 1 => {}
+            other => panic!("monitor {i}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        fleet.row(1).await,
+        before,
+        "A refreshed a row whose snapshot it no longer holds"
+    );
 }

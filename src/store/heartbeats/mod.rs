@@ -11,21 +11,26 @@
 //! not written, and its monitor is told it lost ownership (after retrying
 //! if its own writer moved on meanwhile), while the other monitors of the
 //! batch are written.
+//!
+//! A monitor whose record is the one its last written heartbeat carried
+//! hands it in as unchanged ([`Heartbeats::submit_unchanged`]): its row
+//! then only has its heartbeat time refreshed, after the same token check,
+//! provided the row is still as that write left it; otherwise the record
+//! is written in full, so a row never carries a fresh heartbeat with
+//! content that is not its writer's current record.
+
+mod statements;
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use diesel::sql_types::{Array, Bool, Bytea, Int8, Jsonb, Nullable, Text, Timestamptz};
-use diesel_async::{AsyncConnection, RunQueryDsl};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::{
     StoreError,
-    cached::{StaticSql, static_sql},
-    checkout,
     checkpoints::{CheckpointStore, WriteKind},
-    health::{HealthOutcome, HealthRecord, HealthReporter, JsonDocument, MAX_RACES},
+    health::{HealthOutcome, HealthRecord, HealthReporter, MAX_RACES},
 };
 
 /// How often the flusher writes the heartbeats gathered since its last
@@ -41,6 +46,12 @@ struct Beat {
     reporter: HealthReporter,
     /// Shared with `submit`'s fallback: no copy of the JSON columns.
     record: Arc<HealthRecord>,
+    /// When `record` was last known to be the monitor's state: its
+    /// `heartbeat_at`, or the beat's time for an unchanged record.
+    taken_at: DateTime<Utc>,
+    /// `record` is what this reporter's last written heartbeat carried,
+    /// and still the monitor's state at `taken_at`.
+    unchanged: bool,
     reply: oneshot::Sender<HealthOutcome>,
 }
 
@@ -78,26 +89,72 @@ impl Heartbeats {
     /// Writes `record` with the next flush if the snapshot row still holds
     /// one of `reporter`'s tokens; resolves once that flush is done. Should
     /// the flusher be gone (the worker is stopping), writes it on its own.
-    pub async fn submit(&self, reporter: HealthReporter, record: HealthRecord) -> HealthOutcome {
+    pub async fn submit(
+        &self,
+        reporter: HealthReporter,
+        record: impl Into<Arc<HealthRecord>>,
+    ) -> HealthOutcome {
+        let record = record.into();
+        let taken_at = record.heartbeat_at;
+        self.hand_in(reporter, record, taken_at, false).await
+    }
+
+    /// A heartbeat whose record is the one `reporter`'s last written
+    /// heartbeat carried (and which [`HealthOutcome::Written`] answered),
+    /// still the monitor's state at `now`: the next flush refreshes the
+    /// row's heartbeat time, under the same token check, if the row is
+    /// still as that write left it, and writes `record` in full (as taken
+    /// at `now`) if it is not. The caller must not hand in a record that
+    /// differs from what it last had written: its new content would be lost.
+    pub async fn submit_unchanged(
+        &self,
+        reporter: HealthReporter,
+        record: Arc<HealthRecord>,
+        now: DateTime<Utc>,
+    ) -> HealthOutcome {
+        self.hand_in(reporter, record, now, true).await
+    }
+
+    async fn hand_in(
+        &self,
+        reporter: HealthReporter,
+        record: Arc<HealthRecord>,
+        taken_at: DateTime<Utc>,
+        unchanged: bool,
+    ) -> HealthOutcome {
         let (reply, outcome) = oneshot::channel();
-        let record = Arc::new(record);
         let fallback = (reporter.clone(), Arc::clone(&record));
         if self
             .beats
             .send(Beat {
                 reporter,
                 record,
+                taken_at,
+                unchanged,
                 reply,
             })
             .is_err()
         {
-            return fallback.0.report(&fallback.1).await;
+            return report_alone(fallback, taken_at).await;
         }
         match outcome.await {
             Ok(outcome) => outcome,
-            Err(_) => fallback.0.report(&fallback.1).await,
+            Err(_) => report_alone(fallback, taken_at).await,
         }
     }
+}
+
+/// Writes a heartbeat on its own, as taken at `taken_at`.
+async fn report_alone(
+    (reporter, record): (HealthReporter, Arc<HealthRecord>),
+    taken_at: DateTime<Utc>,
+) -> HealthOutcome {
+    if record.heartbeat_at == taken_at {
+        return reporter.report(&record).await;
+    }
+    let mut record = (*record).clone();
+    record.heartbeat_at = taken_at;
+    reporter.report(&record).await
 }
 
 /// A heartbeat about to be written: the fence as it was when the tokens
@@ -108,6 +165,8 @@ struct Prepared {
     token: String,
     accepted: Vec<Vec<u8>>,
     attempts: usize,
+    /// Only the heartbeat time is to be refreshed (see [`Beat::unchanged`]).
+    refresh: bool,
 }
 
 impl Prepared {
@@ -124,12 +183,14 @@ impl Prepared {
             return None;
         }
         let accepted = fence.accepted(true);
+        let refresh = beat.unchanged;
         Some(Self {
             beat,
             generation,
             token,
             accepted,
             attempts,
+            refresh,
         })
     }
 
@@ -184,7 +245,9 @@ impl HeartbeatFlusher {
 
 /// Writes `beats` and answers each: written, failed (the whole batch's
 /// error) or ownership lost. A row refused while its writer moved on is
-/// retried in a further round, like a single heartbeat.
+/// retried in a further round, like a single heartbeat; an unchanged
+/// record whose row is no longer as its writer left it is written in full
+/// in a further round.
 async fn flush(store: &CheckpointStore, beats: Vec<Beat>, rows_per_statement: usize) {
     let mut pending: Vec<Prepared> = beats
         .into_iter()
@@ -193,11 +256,17 @@ async fn flush(store: &CheckpointStore, beats: Vec<Beat>, rows_per_statement: us
     while !pending.is_empty() {
         let (round, later) = one_per_monitor(pending);
         let mut next = later;
-        match write_batch(store, &round, rows_per_statement).await {
-            Ok(written) => {
-                for p in round {
+        match write_round(store, &round, rows_per_statement).await {
+            Ok((written, stale)) => {
+                // Written in full before any later heartbeat of the same
+                // monitor, which stays the last one written.
+                let mut again = Vec::new();
+                for mut p in round {
                     if written.contains(&p.service_id()) {
                         let _ = p.beat.reply.send(HealthOutcome::Written(p.beat.reporter));
+                    } else if stale.contains(&p.service_id()) {
+                        p.refresh = false;
+                        again.push(p);
                     } else if p.beat.reporter.fence.lock().generation != p.generation
                         && p.attempts < MAX_RACES
                     {
@@ -211,6 +280,8 @@ async fn flush(store: &CheckpointStore, beats: Vec<Beat>, rows_per_statement: us
                         let _ = p.beat.reply.send(HealthOutcome::OwnershipLost(lost));
                     }
                 }
+                again.append(&mut next);
+                next = again;
             }
             Err(error) => {
                 let message = error.to_string();
@@ -234,6 +305,29 @@ async fn flush(store: &CheckpointStore, beats: Vec<Beat>, rows_per_statement: us
     }
 }
 
+/// Writes one round: the unchanged rows refreshed (one transaction), the
+/// others upserted (another). Returns the monitors written or refreshed,
+/// and those whose token check passed but whose row was not as their
+/// writer left it, to be written in full.
+async fn write_round(
+    store: &CheckpointStore,
+    round: &[Prepared],
+    rows_per_statement: usize,
+) -> Result<(HashSet<Uuid>, HashSet<Uuid>), StoreError> {
+    let (refreshes, full): (Vec<&Prepared>, Vec<&Prepared>) = round.iter().partition(|p| p.refresh);
+    let mut written = HashSet::new();
+    let mut stale = HashSet::new();
+    if !refreshes.is_empty() {
+        let found = statements::refresh(store, &refreshes, rows_per_statement).await?;
+        stale.extend(found.owned.difference(&found.refreshed));
+        written.extend(found.refreshed);
+    }
+    if !full.is_empty() {
+        written.extend(statements::write_batch(store, &full, rows_per_statement).await?);
+    }
+    Ok((written, stale))
+}
+
 /// Splits off a second heartbeat of a monitor already in the batch (a
 /// restarted monitor's new writer next to its old one): one statement may
 /// not write one row twice, so it goes in the next round.
@@ -242,171 +336,4 @@ fn one_per_monitor(pending: Vec<Prepared>) -> (Vec<Prepared>, Vec<Prepared>) {
     pending
         .into_iter()
         .partition(|p| seen.insert(p.service_id()))
-}
-
-/// The status columns of many monitors, one array per column, in the
-/// order of [`BATCH_UPSERT`]'s `unnest`. The per-row fields are those of
-/// [`HealthRecord`]: a new status column is one field there, one array
-/// here, and one name in this statement and in the single-row one.
-/// Borrowed from the records: building a statement copies no string or
-/// JSON document.
-#[derive(Default)]
-struct StatusColumns<'a> {
-    service_id: Vec<Uuid>,
-    state: Vec<&'a str>,
-    phase: Vec<Option<&'a str>>,
-    connected: Vec<bool>,
-    processed_count: Vec<i64>,
-    last_checkpoint_at: Vec<Option<DateTime<Utc>>>,
-    fencing_token: Vec<Option<&'a str>>,
-    recovery: Vec<Option<&'a str>>,
-    coverage: Vec<Option<&'a str>>,
-    last_error: Vec<Option<&'a str>>,
-    taken_at: Vec<DateTime<Utc>>,
-    /// Per monitor, each required reading's age in seconds when the record
-    /// was taken (null: never seen), a duration whatever the writer's clock.
-    readings_seen_ago: Vec<serde_json::Value>,
-    /// (monitor, signature) pairs: every token each monitor's writer accepts.
-    accepted_id: Vec<Uuid>,
-    accepted_signature: Vec<&'a [u8]>,
-}
-
-impl<'a> StatusColumns<'a> {
-    fn push(&mut self, p: &'a Prepared) {
-        let record = &p.beat.record;
-        let id = p.service_id();
-        self.service_id.push(id);
-        self.state.push(&record.state);
-        self.phase.push(record.phase.as_deref());
-        self.connected.push(record.connected);
-        self.processed_count
-            .push(i64::try_from(record.processed_count).unwrap_or(i64::MAX));
-        self.last_checkpoint_at.push(record.last_checkpoint_at);
-        self.fencing_token
-            .push((!p.token.is_empty()).then_some(p.token.as_str()));
-        self.recovery
-            .push(record.recovery.as_ref().map(JsonDocument::as_str));
-        self.coverage
-            .push(record.coverage.as_ref().map(JsonDocument::as_str));
-        self.last_error.push(record.last_error.as_deref());
-        self.taken_at.push(record.heartbeat_at);
-        let ages: serde_json::Map<String, serde_json::Value> = record
-            .readings_seen
-            .iter()
-            .map(|(name, at)| {
-                let age = at.and_then(|at| (record.heartbeat_at - at).num_microseconds());
-                let age = age.map(|us| us as f64 / 1e6);
-                (name.clone(), serde_json::json!(age))
-            })
-            .collect();
-        self.readings_seen_ago.push(serde_json::Value::Object(ages));
-        for signature in &p.accepted {
-            self.accepted_id.push(id);
-            self.accepted_signature.push(signature);
-        }
-    }
-}
-
-/// The upsert of many monitors' status rows, each applied only if its
-/// snapshot row holds one of the tokens its writer accepts. The check is a
-/// plain read (no row lock on the snapshot rows); the status rows are
-/// written in monitor order, so two workers' batches never deadlock.
-/// Times are on the database's clock, as in the single-row upsert: the
-/// heartbeat is `now()`, the last checkpoint as old as the writer measured
-/// it when it took the record (`taken_at`, the record's `heartbeat_at`).
-const BATCH_UPSERT: &str = "
-INSERT INTO radar_operational_status (service_id, worker_id, state, phase, connected,
-    processed_count, last_checkpoint_at, fencing_token, ownership, recovery, coverage,
-    last_error, heartbeat_at, reading_seen_at)
-SELECT b.service_id, $2, b.state, b.phase, b.connected, b.processed_count,
-    now() - (b.taken_at - b.last_checkpoint_at), b.fencing_token, 'owner', b.recovery::jsonb,
-    b.coverage::jsonb, b.last_error, now(),
-    (SELECT jsonb_object_agg(e.key, CASE WHEN jsonb_typeof(e.value) = 'number'
-            THEN now() - make_interval(secs => (e.value #>> '{}')::float8) END)
-     FROM jsonb_each(b.seen_ago) AS e)
-FROM unnest($1::uuid[], $3::text[], $4::text[], $5::bool[], $6::int8[],
-        $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[],
-        $14::timestamptz[], $15::jsonb[])
-    AS b(service_id, state, phase, connected, processed_count, last_checkpoint_at,
-        fencing_token, recovery, coverage, last_error, taken_at, seen_ago)
-WHERE b.service_id IN (
-    SELECT a.service_id
-    FROM unnest($12::uuid[], $13::bytea[]) AS a(service_id, signature)
-    JOIN radar_runtime_checkpoints c
-        ON c.service_id = a.service_id AND c.signature = a.signature)
-ORDER BY b.service_id
-ON CONFLICT (service_id) DO UPDATE SET
-    worker_id = EXCLUDED.worker_id, state = EXCLUDED.state, phase = EXCLUDED.phase,
-    connected = EXCLUDED.connected, processed_count = EXCLUDED.processed_count,
-    last_checkpoint_at = EXCLUDED.last_checkpoint_at, fencing_token = EXCLUDED.fencing_token,
-    ownership = EXCLUDED.ownership, recovery = EXCLUDED.recovery,
-    coverage = EXCLUDED.coverage, last_error = EXCLUDED.last_error,
-    heartbeat_at = EXCLUDED.heartbeat_at, reading_seen_at = EXCLUDED.reading_seen_at
-RETURNING service_id";
-
-#[derive(diesel::QueryableByName)]
-struct WrittenRow {
-    #[diesel(sql_type = diesel::sql_types::Uuid)]
-    service_id: Uuid,
-}
-
-/// One chunk's upsert: a constant text each connection prepares once
-/// ([`static_sql`]), so a flush after the first costs one commit.
-fn statement<'a>(store: &CheckpointStore, chunk: &[&'a Prepared]) -> StaticSql<'a> {
-    let mut c = StatusColumns::default();
-    for p in chunk {
-        c.push(p);
-    }
-    static_sql(BATCH_UPSERT)
-        .bind::<Array<diesel::sql_types::Uuid>, _>(c.service_id)
-        .bind::<Text, _>(store.writer_id().to_string())
-        .bind::<Array<Text>, _>(c.state)
-        .bind::<Array<Nullable<Text>>, _>(c.phase)
-        .bind::<Array<Bool>, _>(c.connected)
-        .bind::<Array<Int8>, _>(c.processed_count)
-        .bind::<Array<Nullable<Timestamptz>>, _>(c.last_checkpoint_at)
-        .bind::<Array<Nullable<Text>>, _>(c.fencing_token)
-        .bind::<Array<Nullable<Text>>, _>(c.recovery)
-        .bind::<Array<Nullable<Text>>, _>(c.coverage)
-        .bind::<Array<Nullable<Text>>, _>(c.last_error)
-        .bind::<Array<diesel::sql_types::Uuid>, _>(c.accepted_id)
-        .bind::<Array<Bytea>, _>(c.accepted_signature)
-        .bind::<Array<Timestamptz>, _>(c.taken_at)
-        .bind::<Array<Jsonb>, _>(c.readings_seen_ago)
-}
-
-/// Writes one round (at most one heartbeat per monitor) in one
-/// transaction; returns the monitors whose rows were written.
-async fn write_batch(
-    store: &CheckpointStore,
-    round: &[Prepared],
-    rows_per_statement: usize,
-) -> Result<HashSet<Uuid>, StoreError> {
-    let mut ordered: Vec<&Prepared> = round.iter().collect();
-    ordered.sort_by_key(|p| p.service_id());
-    let statements: Vec<_> = ordered
-        .chunks(rows_per_statement)
-        .map(|chunk| statement(store, chunk))
-        .collect();
-    store
-        .bounded(async {
-            let mut conn = checkout(store.pool()).await?;
-            let written = if statements.len() == 1 {
-                let mut statements = statements;
-                let only = statements.remove(0);
-                only.load::<WrittenRow>(&mut conn).await
-            } else {
-                conn.transaction::<_, diesel::result::Error, _>(async |conn| {
-                    let mut written = Vec::new();
-                    for statement in statements {
-                        written.extend(statement.load::<WrittenRow>(conn).await?);
-                    }
-                    Ok(written)
-                })
-                .await
-            }
-            .map_err(|e| store.db_error(e))?;
-            Ok(written.into_iter().map(|row| row.service_id).collect())
-        })
-        .await
 }

@@ -4,8 +4,11 @@
 //! signature without taking the row lock, so a heartbeat lands even while an
 //! evidence transaction is blocked.
 
+mod grid;
+mod record;
+
 use std::{
-    sync::{Arc, OnceLock},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -13,13 +16,14 @@ use actix::prelude::*;
 use chrono::Utc;
 use radar::telemetry::{MonitorTelemetry, RejectReason, events};
 use radar::{
-    coverage::CoverageHistory,
     mqtt::{IngressCounters, LinkStatus},
-    snapshot::RecoveryMetadata,
-    store::{HealthOutcome, HealthRecord, HealthReporter, Heartbeats, JsonDocument},
+    store::{HealthOutcome, HealthRecord, HealthReporter, Heartbeats},
 };
 use tokio::sync::{Mutex, watch};
 use uuid::Uuid;
+
+pub use grid::first_beat;
+use record::{Documents, Views};
 
 use super::{
     MonitorActor,
@@ -29,31 +33,6 @@ use super::{
 
 /// How often a monitor reports its health.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
-/// When a monitor's periodic beats fall: on a grid of [`HEARTBEAT`]s
-/// shared by every monitor of the process, offset by a whole second for
-/// half of them (by id), the first after `now` by at most one [`HEARTBEAT`].
-/// Every monitor still beats every [`HEARTBEAT`], but one timer wakeup
-/// serves half the monitors instead of one wakeup each (a wakeup per
-/// monitor was much of an idle worker's CPU), and the worker's flush
-/// still writes about half of them each second.
-pub fn first_beat(service_id: Uuid, now: tokio::time::Instant) -> tokio::time::Instant {
-    static GRID: OnceLock<tokio::time::Instant> = OnceLock::new();
-    let grid = *GRID.get_or_init(|| now);
-    let half = HEARTBEAT / 2;
-    let offset = if service_id.as_u128() & 1 == 1 {
-        half
-    } else {
-        Duration::ZERO
-    };
-    let start = grid + offset;
-    if now < start {
-        return start;
-    }
-    // How far into its current cycle the grid is: less than a HEARTBEAT.
-    let into = (now - start).as_nanos() % HEARTBEAT.as_nanos();
-    now + (HEARTBEAT - Duration::from_nanos(u64::try_from(into).unwrap_or(0)))
-}
-
 /// Queued input that has not moved for this long means the model is stalled.
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
 
@@ -120,32 +99,12 @@ pub struct HealthActor {
     /// shares them (no copy, no serialization) until the model publishes
     /// new ones.
     documents: Documents,
+    /// The record of the last heartbeat written: while the monitor's
+    /// state is still that record, a heartbeat hands it in again as
+    /// unchanged (no record built, its row's heartbeat time refreshed).
+    written: Option<Arc<HealthRecord>>,
     metrics: MonitorTelemetry,
     span: tracing::Span,
-}
-
-/// The JSON of a model view's recovery and coverage, with the values they
-/// were made from (the view shares them, so a new one is a new pointer).
-#[derive(Default)]
-struct Documents {
-    recovery: Option<(Arc<RecoveryMetadata>, Option<JsonDocument>)>,
-    coverage: Option<(Arc<CoverageHistory>, Option<JsonDocument>)>,
-}
-
-/// `value`'s JSON, serialized again only when `value` is not the one
-/// `cached` was made from.
-fn reuse<T: serde::Serialize>(
-    cached: &mut Option<(Arc<T>, Option<JsonDocument>)>,
-    value: &Arc<T>,
-) -> Option<JsonDocument> {
-    match cached {
-        Some((from, json)) if Arc::ptr_eq(from, value) => json.clone(),
-        _ => {
-            let json = JsonDocument::new(&**value).ok();
-            *cached = Some((value.clone(), json.clone()));
-            json
-        }
-    }
 }
 
 impl HealthActor {
@@ -172,6 +131,7 @@ impl HealthActor {
             network_rejected: (0, 0),
             halted: false,
             documents: Documents::default(),
+            written: None,
         }
     }
 
@@ -228,24 +188,34 @@ impl HealthActor {
         let model = self.inputs.model.borrow();
         let checkpoint = self.inputs.checkpoint.borrow();
         let link = self.inputs.link.borrow();
-        let last_error = match state {
-            RunState::Disconnected | RunState::Starting => link.last_error.clone(),
-            RunState::Quarantined => model.quarantine.clone(),
-            RunState::NoData => model.no_data.clone(),
-            _ => checkpoint.last_error.clone(),
+        let views = Views {
+            model: &model,
+            checkpoint: &checkpoint,
+            link: &link,
         };
-        HealthRecord {
-            state: state.as_str().to_string(),
-            phase: Some(model.phase.as_str().to_string()),
-            connected: link.connected,
-            processed_count: model.processed,
-            last_checkpoint_at: checkpoint.last_commit_at,
-            recovery: reuse(&mut self.documents.recovery, &model.recovery),
-            coverage: reuse(&mut self.documents.coverage, &model.coverage),
-            last_error,
-            readings_seen: model.readings_seen.clone(),
-            heartbeat_at: Utc::now(),
+        self.documents.record(state, &views, Utc::now())
+    }
+
+    /// The record `state` has now, and whether it is the one last written
+    /// (then shared, not rebuilt). Without the worker's batch every record
+    /// is written in full, so none is taken as unchanged.
+    fn current(&mut self, state: RunState) -> (Arc<HealthRecord>, bool) {
+        if self.heartbeats.is_some()
+            && let Some(written) = &self.written
+        {
+            let model = self.inputs.model.borrow();
+            let checkpoint = self.inputs.checkpoint.borrow();
+            let link = self.inputs.link.borrow();
+            let views = Views {
+                model: &model,
+                checkpoint: &checkpoint,
+                link: &link,
+            };
+            if self.documents.unchanged(written, state, &views) {
+                return (Arc::clone(written), true);
+            }
         }
+        (Arc::new(self.record(state)), false)
     }
 
     fn beat(&mut self, ctx: &mut Context<Self>) {
@@ -292,20 +262,28 @@ impl HealthActor {
         let Some(reporter) = slot.take() else {
             return;
         };
-        let record = self.record(state);
+        let (record, unchanged) = self.current(state);
         let heartbeats = self.heartbeats.clone();
         async move {
             let outcome = match heartbeats {
-                Some(heartbeats) => heartbeats.submit(reporter, record).await,
+                Some(heartbeats) if unchanged => {
+                    heartbeats
+                        .submit_unchanged(reporter, Arc::clone(&record), Utc::now())
+                        .await
+                }
+                Some(heartbeats) => heartbeats.submit(reporter, Arc::clone(&record)).await,
                 None => reporter.report(&record).await,
             };
-            (slot, outcome)
+            (slot, outcome, record)
         }
         .into_actor(self)
-        .map(|(mut slot, outcome), act, _| {
+        .map(|(mut slot, outcome, record), act, _| {
             let _span = act.span.clone().entered();
             match outcome {
-                HealthOutcome::Written(reporter) => *slot = Some(reporter),
+                HealthOutcome::Written(reporter) => {
+                    *slot = Some(reporter);
+                    act.written = Some(record);
+                }
                 HealthOutcome::Failed { reporter, error } => {
                     tracing::warn!(monitor_id = %act.service_id, %error, "Could not write the monitor's health status.");
                     *slot = Some(reporter);
@@ -372,51 +350,5 @@ impl Handler<FinalReport> for HealthActor {
                 tracing::warn!(monitor_id = %service_id, %error, "Could not write the final status.");
             }
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every monitor beats at most one `HEARTBEAT` after it starts (its
-    /// status row stays as fresh as with a timer of its own), and monitors
-    /// share two instants per cycle, one second apart.
-    #[test]
-    fn beats_fall_on_two_shared_instants_at_most_one_heartbeat_away() {
-        let even = Uuid::from_u128(2);
-        let odd = Uuid::from_u128(3);
-        let base = tokio::time::Instant::now();
-        // The grid is the process's: its origin is whatever the first call saw.
-        let origin = first_beat(even, base);
-        assert!(origin > base && origin <= base + HEARTBEAT);
-        for step_ms in [0u64, 1, 250, 999, 1000, 1001, 1999, 2000, 2001, 7777] {
-            let now = base + Duration::from_millis(step_ms);
-            let a = first_beat(even, now);
-            let b = first_beat(odd, now);
-            for (at, label) in [(a, "even"), (b, "odd")] {
-                assert!(at > now, "{label} at {step_ms} ms: not after now");
-                assert!(
-                    at <= now + HEARTBEAT,
-                    "{label} at {step_ms} ms: later than one heartbeat"
-                );
-            }
-            let apart = if a > b { a - b } else { b - a };
-            assert_eq!(
-                apart.as_millis() % HEARTBEAT.as_millis(),
-                (HEARTBEAT / 2).as_millis(),
-                "at {step_ms} ms: the two halves are not one second apart"
-            );
-            assert_eq!(
-                (a - origin).as_nanos() % HEARTBEAT.as_nanos(),
-                0,
-                "at {step_ms} ms: off the grid"
-            );
-            assert_eq!(
-                first_beat(Uuid::from_u128(4), now),
-                a,
-                "same half, same instant"
-            );
-        }
     }
 }
