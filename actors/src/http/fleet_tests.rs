@@ -6,6 +6,7 @@
 use opentelemetry::metrics::MeterProvider;
 use radar::{
     coverage::GapCause,
+    mqtt::ConnectionEvent,
     runtime::Trigger,
     telemetry::{CheckpointFailure, DetectorPhase, METER_NAME, RejectReason, Telemetry, events::*},
 };
@@ -72,7 +73,10 @@ fn an_idle_connected_monitor_adds_eleven_lines_to_the_exposition() {
         });
         m.set_queue_capacity(1024);
         m.set_last_accepted(vec![("flow".into(), None), ("rpm".into(), None)]);
-        m.emit(MqttConnected);
+        m.emit(ConnectionChanged(&ConnectionEvent::Connected {
+            at: chrono::Utc::now(),
+            attempt: 1,
+        }));
         m
     };
     let count = |text: &str| text.lines().filter(|l| !l.starts_with('#')).count();
