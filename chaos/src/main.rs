@@ -24,14 +24,16 @@ mod scenario;
 mod summary;
 
 use std::{
+    collections::{BTreeMap, BTreeSet},
     fs,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::ExitCode,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use uuid::Uuid;
 
 use check::{Limits, Observations, ProcessLog};
 use fleet::{WorkerEnv, radar_cli};
@@ -119,68 +121,20 @@ fn log(message: impl AsRef<str>) {
 
 async fn run(args: Args) -> Result<bool> {
     if let Some(path) = &args.recheck {
-        let text =
-            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let obs: Observations = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a run's observations", path.display()))?;
-        let verdicts = check::check(&obs);
-        print_verdicts(&verdicts);
-        return Ok(verdicts.iter().all(|v| v.failed == 0));
+        return recheck(path);
     }
     let started = Instant::now();
-    let faults = args.faults.unwrap_or(if args.short { 24 } else { 200 });
-    let monitors_wanted = args.monitors.unwrap_or(if args.short { 4 } else { 6 });
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
-    let plan = Plan {
-        faults,
-        deadline: Duration::from_secs(args.max_seconds.unwrap_or(if args.short {
-            120
-        } else {
-            u64::from(faults) * 8
-        })),
-        gap_ms: (1000, 3500),
-        outage_ms: (500, 12_000),
-        heal_deadline: Duration::from_secs(120),
-    };
-    let radar = match args.radar {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .context("the radar-chaos binary has no directory")?
-            .join("radar"),
-    };
-    if !radar.exists() {
-        bail!(
-            "no radar binary at {} (build it: cargo build -p radar-actors)",
-            radar.display()
-        );
-    }
-    // Workers run with their own run directory as working directory, where a
-    // relative path such as target/debug/radar would name nothing.
-    let radar = std::fs::canonicalize(&radar)
-        .with_context(|| format!("resolving the radar binary path {}", radar.display()))?;
+    let (plan, monitors_wanted, seed) = settings(&args);
+    let radar = radar_binary(args.radar)?;
     let dir = tempfile::Builder::new().prefix("radar-chaos-").tempdir()?;
     log(format!(
-        "seed {seed}, {faults} faults, {monitors_wanted} monitors on {} shards; run directory {}",
+        "seed {seed}, {} faults, {monitors_wanted} monitors on {} shards; run directory {}",
+        plan.faults,
         args.shards,
         dir.path().display()
     ));
 
-    let cluster = tokio::task::block_in_place(radar_testkit::postgres::PrivatePostgres::start)?;
-    let admin = format!("{}/postgres?application_name=radar-chaos", cluster.url());
-    {
-        use diesel_async::RunQueryDsl;
-        let mut conn = observe::connect(&admin).await?;
-        diesel::sql_query(format!("CREATE DATABASE {DATABASE}"))
-            .execute(&mut conn)
-            .await
-            .context("creating the chaos database")?;
-    }
-    let db_url = format!("{}/{DATABASE}?application_name=radar-chaos", cluster.url());
+    let (cluster, db_url) = start_database().await?;
     let broker = radar_testkit::broker::Mosquitto::start(100_000).await?;
     let env = WorkerEnv {
         radar,
@@ -191,14 +145,7 @@ async fn run(args: Args) -> Result<bool> {
         shards: args.shards,
         checkpoint_timeout_secs: CHECKPOINT_TIMEOUT_SECS,
     };
-    let (ok, _) = radar_cli(&env, &["migrate"], Duration::from_secs(60)).await?;
-    if !ok {
-        bail!(
-            "radar migrate failed; see {}",
-            env.dir.join(fleet::CLI_LOG).display()
-        );
-    }
-    observe::install_audit(&db_url).await?;
+    migrate_and_audit(&env, &db_url).await?;
     let (monitors, feeds) = create_monitors(&env, monitors_wanted).await?;
     log(format!(
         "PostgreSQL on {}, Mosquitto on {}, {} monitors",
@@ -226,12 +173,123 @@ async fn run(args: Args) -> Result<bool> {
     let samples = sampler.stop().await;
     let final_ends = chaos.stop_all().await;
 
+    let obs = observations(&chaos, &env, &db_url, published, samples, resumed).await?;
+    // What the checks saw, for `--recheck` and for people.
+    fs::write(
+        env.dir.join("observations.json"),
+        serde_json::to_vec(&obs).context("serializing the observations")?,
+    )?;
+    let verdicts = check::check(&obs);
+    let clean_stops = final_ends
+        .iter()
+        .filter(|(_, e)| *e == Some(fleet::Ended::Code(0)))
+        .count();
+    report(&chaos, &obs, &verdicts, fault_seconds, started.elapsed());
+    print_final_stop(&final_ends, clean_stops);
+    let passed = verdicts.iter().all(|v| v.failed == 0) && clean_stops == final_ends.len();
+    close_run(chaos, dir, passed && !args.keep)?;
+    Ok(passed)
+}
+
+/// Checks the observations a kept run saved again (`--recheck`).
+fn recheck(path: &Path) -> Result<bool> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let obs: Observations = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a run's observations", path.display()))?;
+    let verdicts = check::check(&obs);
+    print_verdicts(&verdicts);
+    Ok(verdicts.iter().all(|v| v.failed == 0))
+}
+
+/// The fault plan, the number of monitors and the seed the arguments ask for.
+fn settings(args: &Args) -> (Plan, usize, u64) {
+    let faults = args.faults.unwrap_or(if args.short { 24 } else { 200 });
+    let monitors_wanted = args.monitors.unwrap_or(if args.short { 4 } else { 6 });
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let plan = Plan {
+        faults,
+        deadline: Duration::from_secs(args.max_seconds.unwrap_or(if args.short {
+            120
+        } else {
+            u64::from(faults) * 8
+        })),
+        gap_ms: (1000, 3500),
+        outage_ms: (500, 12_000),
+        heal_deadline: Duration::from_secs(120),
+    };
+    (plan, monitors_wanted, seed)
+}
+
+/// The absolute path of the `radar` binary: given, or next to this one.
+fn radar_binary(given: Option<PathBuf>) -> Result<PathBuf> {
+    let radar = match given {
+        Some(path) => path,
+        None => std::env::current_exe()?
+            .parent()
+            .context("the radar-chaos binary has no directory")?
+            .join("radar"),
+    };
+    if !radar.exists() {
+        bail!(
+            "no radar binary at {} (build it: cargo build -p radar-actors)",
+            radar.display()
+        );
+    }
+    // Workers run with their own run directory as working directory, where a
+    // relative path such as target/debug/radar would name nothing.
+    std::fs::canonicalize(&radar)
+        .with_context(|| format!("resolving the radar binary path {}", radar.display()))
+}
+
+/// Starts the private PostgreSQL cluster and creates the chaos database in it;
+/// returns the cluster and the database's URL.
+async fn start_database() -> Result<(radar_testkit::postgres::PrivatePostgres, String)> {
+    let cluster = tokio::task::block_in_place(radar_testkit::postgres::PrivatePostgres::start)?;
+    let admin = format!("{}/postgres?application_name=radar-chaos", cluster.url());
+    {
+        use diesel_async::RunQueryDsl;
+        let mut conn = observe::connect(&admin).await?;
+        diesel::sql_query(format!("CREATE DATABASE {DATABASE}"))
+            .execute(&mut conn)
+            .await
+            .context("creating the chaos database")?;
+    }
+    let db_url = format!("{}/{DATABASE}?application_name=radar-chaos", cluster.url());
+    Ok((cluster, db_url))
+}
+
+/// Runs `radar migrate` and installs the audit of writes.
+async fn migrate_and_audit(env: &WorkerEnv, db_url: &str) -> Result<()> {
+    let (ok, _) = radar_cli(env, &["migrate"], Duration::from_secs(60)).await?;
+    if !ok {
+        bail!(
+            "radar migrate failed; see {}",
+            env.dir.join(fleet::CLI_LOG).display()
+        );
+    }
+    observe::install_audit(db_url).await
+}
+
+/// Gathers what the checks need: the final reads, the samples, what the
+/// scenario recorded, each monitor's coverage and every process's log.
+async fn observations(
+    chaos: &Chaos,
+    env: &WorkerEnv,
+    db_url: &str,
+    published: BTreeMap<Uuid, BTreeSet<i64>>,
+    samples: observe::Samples,
+    resumed: BTreeMap<Uuid, bool>,
+) -> Result<Observations> {
     let mut obs = Observations {
         monitors: chaos.monitors.keys().copied().collect(),
-        writes: observe::audited_writes(&db_url).await?,
-        final_evidence: observe::evidence_rows(&db_url).await?,
-        final_alarms: observe::alarm_rows(&db_url).await?,
-        alarm_rows: observe::alarm_table(&db_url).await?,
+        writes: observe::audited_writes(db_url).await?,
+        final_evidence: observe::evidence_rows(db_url).await?,
+        final_alarms: observe::alarm_rows(db_url).await?,
+        alarm_rows: observe::alarm_table(db_url).await?,
         sampled_evidence: samples.evidence,
         published,
         status: samples.status,
@@ -247,7 +305,7 @@ async fn run(args: Args) -> Result<bool> {
         ..Observations::default()
     };
     for m in &obs.monitors {
-        match observe::coverage(&env, *m).await {
+        match observe::coverage(env, *m).await {
             Ok(c) => {
                 obs.coverage.insert(*m, c);
             }
@@ -268,18 +326,11 @@ async fn run(args: Args) -> Result<bool> {
         text: fs::read_to_string(env.dir.join(fleet::CLI_LOG)).unwrap_or_default(),
         exit_code: None,
     });
+    Ok(obs)
+}
 
-    // What the checks saw, for `--recheck` and for people.
-    fs::write(
-        env.dir.join("observations.json"),
-        serde_json::to_vec(&obs).context("serializing the observations")?,
-    )?;
-    let verdicts = check::check(&obs);
-    let clean_stops = final_ends
-        .iter()
-        .filter(|(_, e)| *e == Some(fleet::Ended::Code(0)))
-        .count();
-    report(&chaos, &obs, &verdicts, fault_seconds, started.elapsed());
+/// Prints how many workers exited 0 at the final stop, naming the others.
+fn print_final_stop(final_ends: &[(String, Option<fleet::Ended>)], clean_stops: usize) {
     println!(
         "final stop: {clean_stops} of {} workers exited 0{}",
         final_ends.len(),
@@ -292,8 +343,11 @@ async fn run(args: Args) -> Result<bool> {
             ))
             .collect::<String>()
     );
-    let passed = verdicts.iter().all(|v| v.failed == 0) && clean_stops == final_ends.len();
-    if passed && !args.keep {
+}
+
+/// Stops what is left of the run, then removes the run directory or keeps it.
+fn close_run(chaos: Chaos, dir: tempfile::TempDir, remove: bool) -> Result<()> {
+    if remove {
         drop(chaos);
         dir.close()?;
     } else {
@@ -301,5 +355,5 @@ async fn run(args: Args) -> Result<bool> {
         let kept = dir.keep();
         println!("run directory kept: {}", kept.display());
     }
-    Ok(passed)
+    Ok(())
 }

@@ -18,6 +18,18 @@ pub fn processed_never_goes_back(obs: &Observations) -> Verdict {
     let mut v = Verdict::new(
         "(d) processed counts never go backwards except by rollback to the last committed snapshot",
     );
+    snapshots_never_count_fewer(obs, &mut v);
+    restores_loaded_committed_snapshots(obs, &mut v);
+    restores_resumed_from_their_snapshot(obs, &mut v);
+    for ((monitor, writer), samples) in status_series(obs) {
+        reported_counts_never_drop(obs, monitor, writer, samples, &mut v);
+    }
+    v.vacuous_fails("processed counts")
+}
+
+/// Each monitor's committed snapshots, in commit order, never count fewer
+/// frames than their predecessor.
+fn snapshots_never_count_fewer(obs: &Observations, v: &mut Verdict) {
     for (monitor, writes) in super::writes_by_monitor(obs) {
         let mut previous: Option<&super::Write> = None;
         for w in writes.into_iter().filter(|w| w.table == Table::Checkpoint) {
@@ -36,7 +48,10 @@ pub fn processed_never_goes_back(obs: &Observations) -> Verdict {
             previous = Some(w);
         }
     }
+}
 
+/// Every restore loaded a snapshot that a commit wrote (same save time and count).
+fn restores_loaded_committed_snapshots(obs: &Observations, v: &mut Verdict) {
     for r in &obs.restores {
         let committed = obs.writes.iter().any(|w| {
             w.table == Table::Checkpoint
@@ -55,6 +70,11 @@ pub fn processed_never_goes_back(obs: &Observations) -> Verdict {
             )
         });
     }
+}
+
+/// A restoring worker's first commit replaced exactly the snapshot it
+/// loaded, at that count.
+fn restores_resumed_from_their_snapshot(obs: &Observations, v: &mut Verdict) {
     for e in super::effective_restores(obs) {
         let r = e.restore;
         let resumed = e.replaced.is_some_and(|p| p.saved_at == Some(r.saved_at))
@@ -76,7 +96,10 @@ pub fn processed_never_goes_back(obs: &Observations) -> Verdict {
             )
         });
     }
+}
 
+/// The status samples of each (monitor, worker).
+fn status_series(obs: &Observations) -> BTreeMap<(uuid::Uuid, &str), Vec<&StatusSample>> {
     let mut series: BTreeMap<(uuid::Uuid, &str), Vec<&StatusSample>> = BTreeMap::new();
     for s in &obs.status {
         series
@@ -84,41 +107,50 @@ pub fn processed_never_goes_back(obs: &Observations) -> Verdict {
             .or_default()
             .push(s);
     }
-    for ((monitor, writer), mut samples) in series {
-        samples.sort_by_key(|s| s.heartbeat_at);
-        samples.dedup_by_key(|s| (s.heartbeat_at, s.processed));
-        let restores: Vec<_> = obs
-            .restores
+    series
+}
+
+/// The counts one worker reports for one monitor never drop, except across
+/// a restore of its own, and never below the count that restore loaded.
+fn reported_counts_never_drop(
+    obs: &Observations,
+    monitor: uuid::Uuid,
+    writer: &str,
+    mut samples: Vec<&StatusSample>,
+    v: &mut Verdict,
+) {
+    samples.sort_by_key(|s| s.heartbeat_at);
+    samples.dedup_by_key(|s| (s.heartbeat_at, s.processed));
+    let restores: Vec<_> = obs
+        .restores
+        .iter()
+        .filter(|r| r.monitor == monitor && r.writer == writer)
+        .collect();
+    let mut previous: Option<&StatusSample> = None;
+    for s in samples {
+        // The newest restore of this worker before the heartbeat.
+        let base = restores
             .iter()
-            .filter(|r| r.monitor == monitor && r.writer == writer)
-            .collect();
-        let mut previous: Option<&StatusSample> = None;
-        for s in samples {
-            // The newest restore of this worker before the heartbeat.
-            let base = restores
-                .iter()
-                .filter(|r| r.at <= s.heartbeat_at)
-                .max_by_key(|r| r.at);
-            let above_base = base.is_none_or(|r| s.processed >= r.processed);
-            let monotone = previous.is_none_or(|p| {
-                s.processed >= p.processed || base.is_some_and(|r| r.at > p.heartbeat_at)
-            });
-            v.expect(above_base && monotone, || {
-                format!(
-                    "monitor {monitor}: {writer} reported {} frames at {} after {} at {} (its last restore: {})",
-                    s.processed,
-                    ms(s.heartbeat_at),
-                    previous.map_or(0, |p| p.processed),
-                    previous.map_or("-".into(), |p| ms(p.heartbeat_at)),
-                    base.map_or("none".into(), |r| format!(
-                        "{} frames at {}",
-                        r.processed,
-                        ms(r.at)
-                    )),
-                )
-            });
-            previous = Some(s);
-        }
+            .filter(|r| r.at <= s.heartbeat_at)
+            .max_by_key(|r| r.at);
+        let above_base = base.is_none_or(|r| s.processed >= r.processed);
+        let monotone = previous.is_none_or(|p| {
+            s.processed >= p.processed || base.is_some_and(|r| r.at > p.heartbeat_at)
+        });
+        v.expect(above_base && monotone, || {
+            format!(
+                "monitor {monitor}: {writer} reported {} frames at {} after {} at {} (its last restore: {})",
+                s.processed,
+                ms(s.heartbeat_at),
+                previous.map_or(0, |p| p.processed),
+                previous.map_or("-".into(), |p| ms(p.heartbeat_at)),
+                base.map_or("none".into(), |r| format!(
+                    "{} frames at {}",
+                    r.processed,
+                    ms(r.at)
+                )),
+            )
+        });
+        previous = Some(s);
     }
-    v.vacuous_fails("processed counts")
 }

@@ -22,10 +22,29 @@ use std::collections::BTreeMap;
 
 use super::{Coverage, Observations, OutageKind, Ts, Verdict, ms};
 
+/// Per monitor, the windows the coverage history must show as gaps: from,
+/// to and what happened.
+type Windows = BTreeMap<uuid::Uuid, Vec<(Ts, Ts, String)>>;
+
 pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
     let mut v = Verdict::new("(e) every restart and outage reported as a coverage gap");
-    let limits = obs.limits;
-    let mut windows: BTreeMap<uuid::Uuid, Vec<(Ts, Ts, String)>> = BTreeMap::new();
+    let (mut windows, effective) = restart_windows(obs);
+    add_outage_windows(obs, &mut windows);
+    let slack = chrono::Duration::from_std(obs.limits.slack).unwrap_or_default();
+    let empty = Coverage::default();
+    for m in &obs.monitors {
+        let coverage = obs.coverage.get(m).unwrap_or(&empty);
+        let expected = effective.get(m).copied().unwrap_or(0);
+        let own = windows.get(m).map(Vec::as_slice).unwrap_or_default();
+        monitor_shows_its_gaps(*m, coverage, own, expected, slack, &mut v);
+    }
+    v.vacuous_fails("monitors")
+}
+
+/// The restart window of every restore that took effect, and how many took
+/// effect per monitor.
+fn restart_windows(obs: &Observations) -> (Windows, BTreeMap<uuid::Uuid, u64>) {
+    let mut windows: Windows = BTreeMap::new();
     let mut effective: BTreeMap<uuid::Uuid, u64> = BTreeMap::new();
     for e in super::effective_restores(obs) {
         let r = e.restore;
@@ -40,36 +59,15 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
             ),
         ));
     }
-    let timeout = chrono::Duration::from_std(limits.checkpoint_timeout + limits.stall_detection)
-        .unwrap_or(chrono::Duration::MAX);
-    let detection = chrono::Duration::from_std(limits.outage_detection).unwrap_or_default();
-    let reconnect = chrono::Duration::from_std(limits.reconnect).unwrap_or_default();
+    (windows, effective)
+}
+
+/// Adds every outage's window, from when the workers must have noticed it,
+/// to each monitor's windows.
+fn add_outage_windows(obs: &Observations, windows: &mut Windows) {
     for o in &obs.outages {
-        let from = match o.kind {
-            // Shorter than the keep-alive: TCP delivers what was dropped
-            // once the link is back, so nothing is lost and no gap is due.
-            OutageKind::BrokerLink => continue,
-            OutageKind::Broker => o.from + detection,
-            // The model stops a timeout after the first checkpoint that
-            // cannot commit started. While the broker is down nothing
-            // changes and no checkpoint is due, so that clock starts once
-            // frames can flow again.
-            // A blackholed link stops frames just the same; they flow
-            // again once TCP retransmits what it held (see
-            // `link_delivers_again`).
-            OutageKind::Database => {
-                let flowing = obs
-                    .outages
-                    .iter()
-                    .filter(|b| b.from < o.to && b.to > o.from)
-                    .filter_map(|b| match b.kind {
-                        OutageKind::Broker => Some(b.to + reconnect),
-                        OutageKind::BrokerLink => Some(link_delivers_again(b)),
-                        OutageKind::Database => None,
-                    })
-                    .fold(o.from, Ts::max);
-                flowing + timeout
-            }
+        let Some(from) = outage_window_start(obs, o) else {
+            continue;
         };
         if from >= o.to {
             continue;
@@ -81,43 +79,82 @@ pub fn every_interruption_is_a_gap(obs: &Observations) -> Verdict {
                 .push((from, o.to, o.what.clone()));
         }
     }
+}
 
-    let slack = chrono::Duration::from_std(limits.slack).unwrap_or_default();
-    let empty = Coverage::default();
-    for m in &obs.monitors {
-        let coverage = obs.coverage.get(m).unwrap_or(&empty);
-        let (Some(first), Some(last)) = (coverage.covered_from, coverage.covered_to) else {
-            v.fail(format!(
-                "monitor {m}: its final snapshot has no covered span"
-            ));
-            continue;
-        };
-        let complete = coverage.complete_from.map_or(first, |c| c.max(first));
-        for (from, to, what) in windows.get(m).into_iter().flatten() {
-            let (from, to) = ((*from).max(complete), (*to).min(last));
-            if from >= to {
-                continue;
-            }
-            let missing = super::uncovered(from, to, &coverage.gaps);
-            v.expect(missing <= slack, || {
-                format!(
-                    "monitor {m}: {what}: {:.1} s of {} .. {} are shown as watched; gaps: {}",
-                    missing.as_seconds_f64(),
-                    ms(from),
-                    ms(to),
-                    describe(coverage, from, to)
-                )
-            });
+/// Where an outage's window begins; none for a blackholed link.
+fn outage_window_start(obs: &Observations, o: &super::Outage) -> Option<Ts> {
+    let limits = obs.limits;
+    let timeout = chrono::Duration::from_std(limits.checkpoint_timeout + limits.stall_detection)
+        .unwrap_or(chrono::Duration::MAX);
+    let detection = chrono::Duration::from_std(limits.outage_detection).unwrap_or_default();
+    let reconnect = chrono::Duration::from_std(limits.reconnect).unwrap_or_default();
+    Some(match o.kind {
+        // Shorter than the keep-alive: TCP delivers what was dropped
+        // once the link is back, so nothing is lost and no gap is due.
+        OutageKind::BrokerLink => return None,
+        OutageKind::Broker => o.from + detection,
+        // The model stops a timeout after the first checkpoint that
+        // cannot commit started. While the broker is down nothing
+        // changes and no checkpoint is due, so that clock starts once
+        // frames can flow again.
+        // A blackholed link stops frames just the same; they flow
+        // again once TCP retransmits what it held (see
+        // `link_delivers_again`).
+        OutageKind::Database => {
+            let flowing = obs
+                .outages
+                .iter()
+                .filter(|b| b.from < o.to && b.to > o.from)
+                .filter_map(|b| match b.kind {
+                    OutageKind::Broker => Some(b.to + reconnect),
+                    OutageKind::BrokerLink => Some(link_delivers_again(b)),
+                    OutageKind::Database => None,
+                })
+                .fold(o.from, Ts::max);
+            flowing + timeout
         }
-        let expected = effective.get(m).copied().unwrap_or(0);
-        v.expect(coverage.restores == expected, || {
+    })
+}
+
+/// One monitor's history covers each of its windows (clipped to the covered
+/// span) with gaps up to the slack, and counts the restores that took effect.
+fn monitor_shows_its_gaps(
+    m: uuid::Uuid,
+    coverage: &Coverage,
+    windows: &[(Ts, Ts, String)],
+    expected: u64,
+    slack: chrono::Duration,
+    v: &mut Verdict,
+) {
+    let (Some(first), Some(last)) = (coverage.covered_from, coverage.covered_to) else {
+        v.fail(format!(
+            "monitor {m}: its final snapshot has no covered span"
+        ));
+        return;
+    };
+    let complete = coverage.complete_from.map_or(first, |c| c.max(first));
+    for (from, to, what) in windows {
+        let (from, to) = ((*from).max(complete), (*to).min(last));
+        if from >= to {
+            continue;
+        }
+        let missing = super::uncovered(from, to, &coverage.gaps);
+        v.expect(missing <= slack, || {
             format!(
-                "monitor {m}: its history counts {} restores, but {expected} restores took effect",
-                coverage.restores
+                "monitor {m}: {what}: {:.1} s of {} .. {} are shown as watched; gaps: {}",
+                missing.as_seconds_f64(),
+                ms(from),
+                ms(to),
+                describe(coverage, from, to)
             )
         });
     }
-    v.vacuous_fails("monitors")
+    v.expect(coverage.restores == expected, || {
+        format!(
+            "monitor {m}: its history counts {} restores, but {expected} restores took effect",
+            coverage.restores
+        )
+    });
 }
 
 /// Where a restart window ends: at the restore, unless frames with older

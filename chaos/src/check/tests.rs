@@ -190,7 +190,21 @@ fn healthy() -> Run {
         to: t(8.0),
         what: "broker restart".into(),
     });
-    run.obs.logs = vec![
+    run.obs.logs = healthy_logs();
+    run.obs.offset_workers = vec!["w3-clock".into()];
+    run.obs.replays = vec![Replay {
+        monitor: M,
+        at: t(200.0),
+        reported_at: Some(t(230.0)),
+        repaired_at: Some(t(231.0)),
+    }];
+    run
+}
+
+/// The logs of the healthy run: a worker's start, a clean exit and the
+/// clock-offset worker's own report.
+fn healthy_logs() -> Vec<ProcessLog> {
+    vec![
         ProcessLog {
             name: "w1".into(),
             text: "{\"level\":\"INFO\",\"message\":\"Monitor started; subscribing.\"}\n".into(),
@@ -206,15 +220,7 @@ fn healthy() -> Run {
             text: "{\"message\":\"this worker's clock is 60.0 s ahead of PostgreSQL's; source times are judged on it, so fix\"}".into(),
             exit_code: Some(0),
         },
-    ];
-    run.obs.offset_workers = vec!["w3-clock".into()];
-    run.obs.replays = vec![Replay {
-        monitor: M,
-        at: t(200.0),
-        reported_at: Some(t(230.0)),
-        repaired_at: Some(t(231.0)),
-    }];
-    run
+    ]
 }
 
 fn verdict(obs: &Observations, prefix: &str) -> Verdict {

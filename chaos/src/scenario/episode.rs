@@ -70,81 +70,113 @@ impl Chaos {
             // Wait until it has exited.
             Stage::Saved { .. } if !self.retiring.is_empty() => {}
             Stage::Saved { replay_at } if now >= replay_at => {
-                match replay::replay(&url, episode.monitor).await {
-                    Ok(true) => {
-                        self.replays.push(Replay {
-                            monitor: episode.monitor,
-                            at: Utc::now(),
-                            reported_at: None,
-                            repaired_at: None,
-                        });
-                        self.episode = Some(Episode {
-                            stage: Stage::Replayed {
-                                index: self.replays.len() - 1,
-                                report_by: now + REPORT_WAIT,
-                                next_poll: now + Duration::from_secs(1),
-                            },
-                            ..episode
-                        });
-                    }
-                    // The row has not moved on since the copy yet: a
-                    // replay needs a newer row to overwrite.
-                    Ok(false) => {
-                        self.episode = Some(Episode {
-                            stage: Stage::Saved {
-                                replay_at: now + Duration::from_secs(2),
-                            },
-                            ..episode
-                        });
-                    }
-                    Err(_) => {}
-                }
+                self.write_back(episode, &url, now).await;
             }
             Stage::Replayed {
                 index,
                 report_by,
                 next_poll,
             } if now >= next_poll => {
-                let reported = replay::reported(&url, episode.monitor)
-                    .await
-                    .unwrap_or(false);
-                if !reported && now < report_by {
-                    self.episode = Some(Episode {
-                        stage: Stage::Replayed {
-                            index,
-                            report_by,
-                            next_poll: now + Duration::from_secs(1),
-                        },
-                        ..episode
-                    });
-                    return;
-                }
-                if reported && let Some(r) = self.replays.get_mut(index) {
-                    r.reported_at.get_or_insert(Utc::now());
-                }
-                if replay::repair(&url, episode.monitor).await.is_err() {
-                    return;
-                }
-                if let Some(r) = self.replays.get_mut(index) {
-                    r.repaired_at = Some(Utc::now());
-                }
-                // The monitor failed to start for good in its worker: a
-                // fresh worker starts it from the repaired row.
-                if let Some(slot) = self.slots.get_mut(&episode.shard)
-                    && let Some(worker) = slot.current.take()
-                {
-                    worker.term();
-                    self.retiring.push(Retiring {
-                        worker,
-                        thaw_at: None,
-                        stop_at: None,
-                        termed_at: Some(now),
-                    });
-                    slot.respawn_at = Some(now);
-                }
-                self.episode = None;
+                self.poll_report(episode, index, report_by, &url, now).await;
             }
             _ => {}
         }
+    }
+
+    /// Writes the copied row back and starts waiting for the report; a row
+    /// that has not moved on yet is tried again 2 s later.
+    async fn write_back(&mut self, episode: Episode, url: &str, now: Instant) {
+        match replay::replay(url, episode.monitor).await {
+            Ok(true) => {
+                self.replays.push(Replay {
+                    monitor: episode.monitor,
+                    at: Utc::now(),
+                    reported_at: None,
+                    repaired_at: None,
+                });
+                self.episode = Some(Episode {
+                    stage: Stage::Replayed {
+                        index: self.replays.len() - 1,
+                        report_by: now + REPORT_WAIT,
+                        next_poll: now + Duration::from_secs(1),
+                    },
+                    ..episode
+                });
+            }
+            // The row has not moved on since the copy yet: a
+            // replay needs a newer row to overwrite.
+            Ok(false) => {
+                self.episode = Some(Episode {
+                    stage: Stage::Saved {
+                        replay_at: now + Duration::from_secs(2),
+                    },
+                    ..episode
+                });
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Asks whether the replay was reported; polls again a second later
+    /// until it was or the wait is over, then records the report and
+    /// repairs the row.
+    async fn poll_report(
+        &mut self,
+        episode: Episode,
+        index: usize,
+        report_by: Instant,
+        url: &str,
+        now: Instant,
+    ) {
+        let reported = replay::reported(url, episode.monitor)
+            .await
+            .unwrap_or(false);
+        if !reported && now < report_by {
+            self.episode = Some(Episode {
+                stage: Stage::Replayed {
+                    index,
+                    report_by,
+                    next_poll: now + Duration::from_secs(1),
+                },
+                ..episode
+            });
+            return;
+        }
+        if reported && let Some(r) = self.replays.get_mut(index) {
+            r.reported_at.get_or_insert(Utc::now());
+        }
+        self.repair_and_restart(episode, index, url, now).await;
+    }
+
+    /// Repairs the replayed row, records when, and restarts the shard's
+    /// worker; the episode is over. A failed repair is tried next tick.
+    async fn repair_and_restart(
+        &mut self,
+        episode: Episode,
+        index: usize,
+        url: &str,
+        now: Instant,
+    ) {
+        if replay::repair(url, episode.monitor).await.is_err() {
+            return;
+        }
+        if let Some(r) = self.replays.get_mut(index) {
+            r.repaired_at = Some(Utc::now());
+        }
+        // The monitor failed to start for good in its worker: a
+        // fresh worker starts it from the repaired row.
+        if let Some(slot) = self.slots.get_mut(&episode.shard)
+            && let Some(worker) = slot.current.take()
+        {
+            worker.term();
+            self.retiring.push(Retiring {
+                worker,
+                thaw_at: None,
+                stop_at: None,
+                termed_at: Some(now),
+            });
+            slot.respawn_at = Some(now);
+        }
+        self.episode = None;
     }
 }

@@ -13,6 +13,25 @@ impl Chaos {
     /// side of takeovers; reaps exited workers.
     pub(super) async fn settle(&mut self) -> Result<()> {
         let now = Instant::now();
+        self.bring_back_broker(now).await?;
+        if self.database == Database::Up {
+            self.advance_replay().await;
+        }
+        match self.database {
+            Database::Stopped { until } | Database::Paused { until } if now >= until => {
+                self.database_up().await?;
+            }
+            _ => {}
+        }
+        self.respawn_due(now)?;
+        self.retire_due(now);
+        self.collect_retired();
+        self.replace_self_ended(now);
+        Ok(())
+    }
+
+    /// Restarts the broker and lifts the blackhole once their outage is over.
+    async fn bring_back_broker(&mut self, now: Instant) -> Result<()> {
         if let Some((until, since)) = self.broker_down
             && now >= until
         {
@@ -25,15 +44,11 @@ impl Chaos {
         {
             self.link_up()?;
         }
-        if self.database == Database::Up {
-            self.advance_replay().await;
-        }
-        match self.database {
-            Database::Stopped { until } | Database::Paused { until } if now >= until => {
-                self.database_up().await?;
-            }
-            _ => {}
-        }
+        Ok(())
+    }
+
+    /// Starts the replacement workers that are due.
+    fn respawn_due(&mut self, now: Instant) -> Result<()> {
         let due: Vec<u32> = self
             .slots
             .iter()
@@ -49,6 +64,12 @@ impl Chaos {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Thaws, stops or kills the retiring workers that are due, kills those
+    /// that ignored SIGTERM past the grace time, and reaps them.
+    fn retire_due(&mut self, now: Instant) {
         for r in &mut self.retiring {
             if let Some(at) = r.thaw_at
                 && now >= at
@@ -80,6 +101,11 @@ impl Chaos {
             }
             r.worker.reap();
         }
+    }
+
+    /// Moves the retiring workers that ended to the finished ones, counting
+    /// how the terminated ones exited.
+    fn collect_retired(&mut self) {
         let (done, still): (Vec<Retiring>, Vec<Retiring>) = std::mem::take(&mut self.retiring)
             .into_iter()
             .partition(|r| r.worker.ended.is_some());
@@ -92,22 +118,16 @@ impl Chaos {
             }
             self.finished.push(r.worker);
         }
-        // A current worker that ended by itself is a finding; replace it.
+    }
+
+    /// A current worker that ended by itself is a finding; replace it.
+    fn replace_self_ended(&mut self, now: Instant) {
         let mut replace = Vec::new();
         for (shard, slot) in &mut self.slots {
             if let Some(w) = slot.current.as_mut()
                 && let Some(ended) = w.reap()
             {
-                let text = w.log_text();
-                let last = text
-                    .lines()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("");
-                let why = serde_json::from_str::<serde_json::Value>(last)
-                    .ok()
-                    .and_then(|v| v["message"].as_str().map(str::to_string))
-                    .unwrap_or_else(|| last.trim().to_string());
+                let why = last_message(&w.log_text());
                 self.unexpected_exits
                     .push(format!("a worker ended by itself ({ended}): {why}"));
                 replace.push(*shard);
@@ -121,6 +141,19 @@ impl Chaos {
                 slot.respawn_at = Some(now + Duration::from_secs(1));
             }
         }
-        Ok(())
     }
+}
+
+/// The last non-empty line of a worker's log: its JSON `message`, or the
+/// line itself.
+fn last_message(text: &str) -> String {
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    serde_json::from_str::<serde_json::Value>(last)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| last.trim().to_string())
 }
