@@ -5,19 +5,54 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::{
+    broker::Mosquitto,
     db::Monitor,
     mqtt::{BareProcess, Publisher},
     system,
 };
 
 use super::{
-    Consumer, IngestParams, RunResult,
+    Consumer, Env, IngestParams, RunResult,
     publish::{publish_if_live, start_run},
     sample::sample_until,
 };
 
+/// One repetition of the ceiling: starts the bare subscribers, measures
+/// their live and backlog runs and stops them.
+pub(super) async fn bare_runs(
+    env: &Env,
+    broker: &Mosquitto,
+    publisher: &mut Publisher,
+    monitors: &[Monitor],
+    p: &IngestParams,
+    rep: usize,
+    interval: Duration,
+) -> Result<Vec<RunResult>> {
+    let bare = BareProcess::start(
+        &env.bench_bin,
+        broker.port,
+        monitors,
+        p.readings,
+        &env.log_dir,
+    )
+    .await?;
+    let mut results = Vec::new();
+    for backlog in [false, true] {
+        let run = bare_run(&bare, publisher, monitors, p, rep, interval, backlog).await;
+        match run {
+            Ok(run) => results.push(run),
+            Err(e) => {
+                bare.stop().await;
+                return Err(e);
+            }
+        }
+    }
+    bare.stop().await;
+    Ok(results)
+}
+
 /// The ceiling's measured run.
-pub(super) async fn bare_run(
+async fn bare_run(
     bare: &BareProcess,
     publisher: &mut Publisher,
     monitors: &[Monitor],

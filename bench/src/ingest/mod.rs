@@ -25,10 +25,7 @@ mod publish;
 mod report;
 mod sample;
 
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
 use rumqttc::QoS;
@@ -36,16 +33,15 @@ use rumqttc::QoS;
 use crate::{
     broker::Mosquitto,
     db::BenchDb,
-    mqtt::{BareProcess, Publisher},
+    mqtt::Publisher,
     stats,
     worker::{WorkerEnv, WorkerProcess},
     workload,
 };
 
 use self::{
-    bare::bare_run,
-    product::{product_run, warm_up},
-    publish::resume,
+    bare::bare_runs,
+    product::{product_runs, warm_up},
 };
 pub use self::{
     product::QUIESCENCE_ABOVE,
@@ -101,108 +97,29 @@ pub async fn run(env: &Env, p: &IngestParams) -> Result<(IngestReport, BenchDb)>
     };
     let mut warmed = false;
     for rep in 0..p.reps {
-        let order = if rep % 2 == 0 {
-            [Consumer::Product, Consumer::Bare]
-        } else {
-            [Consumer::Bare, Consumer::Product]
-        };
-        for consumer in order {
+        for consumer in order(rep) {
             let results = match consumer {
                 Consumer::Product => {
-                    let mut worker = WorkerProcess::spawn(&worker_env)?;
-                    let ready = worker
-                        .wait_ready(p.monitors, Duration::from_secs(300))
-                        .await?;
-                    report.startups.push(ready);
-                    let frames = if warmed { REWARM_FRAMES } else { WARMUP_FRAMES };
-                    warm_up(&worker, &mut publisher, &monitors, p, frames).await?;
+                    let results = product_runs(
+                        &worker_env,
+                        &mut publisher,
+                        &monitors,
+                        p,
+                        rep,
+                        warmed,
+                        &mut report,
+                    )
+                    .await?;
                     warmed = true;
-                    if let Some((rss, _)) = worker.rss_kib() {
-                        report.settled_rss_kib.push(rss);
-                    }
-                    if report.scrape.is_none() {
-                        let t = Instant::now();
-                        worker.metrics().await?;
-                        let scrape = t.elapsed();
-                        report.scrape = Some(scrape);
-                        // Scrapes cost the worker CPU: keep them under a
-                        // tenth of one core and interpolate the end.
-                        report.interval = p.poll.max(scrape * 10);
-                    }
-                    let mut results = Vec::new();
-                    for backlog in [false, true] {
-                        let run = product_run(
-                            &worker,
-                            &mut publisher,
-                            &monitors,
-                            p,
-                            rep,
-                            report.interval,
-                            backlog,
-                        )
-                        .await;
-                        match run {
-                            Ok(run) => results.push(run),
-                            Err(e) => {
-                                resume(worker.pid());
-                                return Err(e);
-                            }
-                        }
-                    }
-                    let errors = worker.log_errors();
-                    worker.stop(Duration::from_secs(120)).await?;
-                    if !errors.is_empty() {
-                        eprintln!("worker logged errors: {}", errors.join("\n"));
-                    }
                     results
                 }
                 Consumer::Bare => {
-                    let bare = BareProcess::start(
-                        &env.bench_bin,
-                        broker.port,
-                        &monitors,
-                        p.readings,
-                        &env.log_dir,
-                    )
-                    .await?;
-                    let mut results = Vec::new();
-                    for backlog in [false, true] {
-                        let run = bare_run(
-                            &bare,
-                            &mut publisher,
-                            &monitors,
-                            p,
-                            rep,
-                            report.interval,
-                            backlog,
-                        )
-                        .await;
-                        match run {
-                            Ok(run) => results.push(run),
-                            Err(e) => {
-                                bare.stop().await;
-                                return Err(e);
-                            }
-                        }
-                    }
-                    bare.stop().await;
-                    results
+                    let interval = report.interval;
+                    bare_runs(env, &broker, &mut publisher, &monitors, p, rep, interval).await?
                 }
             };
             for result in results {
-                eprintln!(
-                    "  K={} rep {} {:<13} {:<7} {:>9} obs/s {:>9} frames/s in {:.2} s (publish {:.2} s){} load {:.2}",
-                    p.monitors,
-                    rep + 1,
-                    result.consumer.label(),
-                    if result.backlog { "backlog" } else { "live" },
-                    stats::rate(result.observations_per_s()),
-                    stats::rate(result.frames_per_s()),
-                    result.elapsed.as_secs_f64(),
-                    result.publish_elapsed.as_secs_f64(),
-                    if result.complete { "" } else { " INCOMPLETE" },
-                    result.load_1m,
-                );
+                print_progress(p, &result);
                 report.runs.push(result);
             }
         }
@@ -211,6 +128,32 @@ pub async fn run(env: &Env, p: &IngestParams) -> Result<(IngestReport, BenchDb)>
         eprintln!("the publisher saw {} connection errors", publisher.errors());
     }
     Ok((report, db))
+}
+
+/// The consumers in the order repetition `rep` runs them: swapped every repetition.
+fn order(rep: usize) -> [Consumer; 2] {
+    if rep % 2 == 0 {
+        [Consumer::Product, Consumer::Bare]
+    } else {
+        [Consumer::Bare, Consumer::Product]
+    }
+}
+
+/// Prints one measured run's progress line to stderr.
+fn print_progress(p: &IngestParams, result: &RunResult) {
+    eprintln!(
+        "  K={} rep {} {:<13} {:<7} {:>9} obs/s {:>9} frames/s in {:.2} s (publish {:.2} s){} load {:.2}",
+        p.monitors,
+        result.rep + 1,
+        result.consumer.label(),
+        if result.backlog { "backlog" } else { "live" },
+        stats::rate(result.observations_per_s()),
+        stats::rate(result.frames_per_s()),
+        result.elapsed.as_secs_f64(),
+        result.publish_elapsed.as_secs_f64(),
+        if result.complete { "" } else { " INCOMPLETE" },
+        result.load_1m,
+    );
 }
 
 /// A generous bound on one run: at least a minute, or 2,000 messages/s.

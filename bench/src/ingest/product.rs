@@ -6,13 +6,87 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-use crate::{db::Monitor, mqtt::Publisher, stats, system, worker::WorkerProcess};
+use crate::{
+    db::Monitor,
+    mqtt::Publisher,
+    stats, system,
+    worker::{WorkerEnv, WorkerProcess},
+};
 
 use super::{
-    Consumer, IngestParams, RunResult, deadline_for,
-    publish::{publish_if_live, start_run},
+    Consumer, IngestParams, IngestReport, REWARM_FRAMES, RunResult, WARMUP_FRAMES, deadline_for,
+    publish::{publish_if_live, resume, start_run},
     sample::sample_until,
 };
+
+/// One repetition of the product: starts a worker, warms it up, measures
+/// its live and backlog runs and stops it (committing its snapshots).
+pub(super) async fn product_runs(
+    worker_env: &WorkerEnv<'_>,
+    publisher: &mut Publisher,
+    monitors: &[Monitor],
+    p: &IngestParams,
+    rep: usize,
+    warmed: bool,
+    report: &mut IngestReport,
+) -> Result<Vec<RunResult>> {
+    let mut worker = WorkerProcess::spawn(worker_env)?;
+    let ready = worker
+        .wait_ready(p.monitors, Duration::from_secs(300))
+        .await?;
+    report.startups.push(ready);
+    let frames = if warmed { REWARM_FRAMES } else { WARMUP_FRAMES };
+    warm_up(&worker, publisher, monitors, p, frames).await?;
+    if let Some((rss, _)) = worker.rss_kib() {
+        report.settled_rss_kib.push(rss);
+    }
+    if report.scrape.is_none() {
+        time_scrape(&worker, p, report).await?;
+    }
+    let mut results = Vec::new();
+    for backlog in [false, true] {
+        let run = product_run(
+            &worker,
+            publisher,
+            monitors,
+            p,
+            rep,
+            report.interval,
+            backlog,
+        )
+        .await;
+        match run {
+            Ok(run) => results.push(run),
+            Err(e) => {
+                resume(worker.pid());
+                return Err(e);
+            }
+        }
+    }
+    let errors = worker.log_errors();
+    worker.stop(Duration::from_secs(120)).await?;
+    if !errors.is_empty() {
+        eprintln!("worker logged errors: {}", errors.join("\n"));
+    }
+    Ok(results)
+}
+
+/// Times one `/metrics` scrape with every monitor loaded and sets the
+/// interval of the measured runs' samples from it.
+async fn time_scrape(
+    worker: &WorkerProcess,
+    p: &IngestParams,
+    report: &mut IngestReport,
+) -> Result<()> {
+    let t = Instant::now();
+    worker.metrics().await?;
+    let scrape = t.elapsed();
+    report.scrape = Some(scrape);
+    // Scrapes cost the worker CPU: keep them under a
+    // tenth of one core and interpolate the end.
+    report.interval = p.poll.max(scrape * 10);
+    Ok(())
+}
 
 /// Counters of the worker, summed over monitors.
 struct WorkerCounts {
@@ -78,7 +152,7 @@ pub(super) async fn warm_up(
 }
 
 /// The product's measured run.
-pub(super) async fn product_run(
+async fn product_run(
     worker: &WorkerProcess,
     publisher: &mut Publisher,
     monitors: &[Monitor],
