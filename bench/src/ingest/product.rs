@@ -2,7 +2,10 @@
 //! that brings every monitor past its fit, the measured run, and the end of
 //! a run read from the worker's CPU use when scrapes are expensive.
 
-use std::time::{Duration, Instant};
+use std::{
+    cell::Cell,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Result, bail};
 
@@ -163,65 +166,37 @@ async fn product_run(
 ) -> Result<RunResult> {
     let before = counts(worker).await?;
     let cpu_before = worker.cpu_time();
-    let peak_rss = std::cell::Cell::new(worker.rss_kib().map(|(rss, _)| rss));
-    // With many monitors a scrape costs the worker a large share of a
-    // core; then the end of its busy period is read from /proc instead.
-    let quiescence = interval > QUIESCENCE_ABOVE;
-    let threshold = if quiescence {
-        busy_threshold(worker, p.poll).await
-    } else {
-        0.0
-    };
+    let peak_rss = Cell::new(worker.rss_kib().map(|(rss, _)| rss));
+    let end = end_by(worker, p, interval).await;
     let (started, publish_elapsed) =
         start_run(publisher, monitors, p, worker.pid(), backlog).await?;
     // The earliest the run can have ended: a backlog was published before
     // the clock started; a live run cannot end before its publishing.
-    let publish_done = std::cell::Cell::new(publish_elapsed.map(|_| Duration::ZERO));
-    let target = before.received + p.run_messages();
+    let publish_done = Cell::new(publish_elapsed.map(|_| Duration::ZERO));
     let (published, consumed) = tokio::join!(
-        async {
-            let r = publish_if_live(publisher, monitors, p, started, publish_elapsed).await;
-            if publish_elapsed.is_none() {
-                // A live run ends no earlier than its publishing; a backlog
-                // was published before the clock started (floor zero).
-                publish_done.set(Some(r.as_ref().map_or(Duration::ZERO, |d| *d)));
-            }
-            r
-        },
-        async {
-            if quiescence {
-                until_quiet(
-                    worker,
-                    started,
-                    p,
-                    threshold,
-                    target,
-                    &publish_done,
-                    &peak_rss,
-                )
-                .await
-            } else {
-                sample_until(started, interval, p, || async {
-                    if let Some((rss, _)) = worker.rss_kib() {
-                        peak_rss.set(peak_rss.get().max(Some(rss)));
-                    }
-                    Ok(counts(worker).await?.received - before.received)
-                })
-                .await
-            }
-        }
+        publish_noting_floor(
+            publisher,
+            monitors,
+            p,
+            started,
+            publish_elapsed,
+            &publish_done
+        ),
+        product_end(
+            worker,
+            started,
+            p,
+            end,
+            before.received,
+            &publish_done,
+            &peak_rss
+        )
     );
     let publish_elapsed = published?;
     let (elapsed, complete) = consumed?;
     let after = counts(worker).await?;
     if after.rejected > before.rejected {
-        let text = worker.metrics().await?;
-        let reasons = crate::http::metric_by_label(
-            &text,
-            "radar_observations_rejected_by_reason_total",
-            "reason",
-        );
-        eprintln!("  rejections since the worker started, by reason: {reasons:?}");
+        log_rejections(worker).await?;
     }
     Ok(RunResult {
         consumer: Consumer::Product,
@@ -241,6 +216,82 @@ async fn product_run(
         checkpoints: after.checkpoints - before.checkpoints,
         peak_rss_kib: peak_rss.get(),
     })
+}
+
+/// How the end of the product's run is read.
+enum EndBy {
+    /// Scraping the worker's counters every interval.
+    Scrapes(Duration),
+    /// The worker's CPU use falling below this many cores, confirmed by one scrape.
+    Quiet(f64),
+}
+
+/// Chooses how the run's end is read: CPU quiescence when scrapes are expensive.
+async fn end_by(worker: &WorkerProcess, p: &IngestParams, interval: Duration) -> EndBy {
+    // With many monitors a scrape costs the worker a large share of a
+    // core; then the end of its busy period is read from /proc instead.
+    if interval > QUIESCENCE_ABOVE {
+        EndBy::Quiet(busy_threshold(worker, p.poll).await)
+    } else {
+        EndBy::Scrapes(interval)
+    }
+}
+
+/// Publishes a live run and sets `floor` to when publishing finished.
+async fn publish_noting_floor(
+    publisher: &mut Publisher,
+    monitors: &[Monitor],
+    p: &IngestParams,
+    started: Instant,
+    published: Option<Duration>,
+    floor: &Cell<Option<Duration>>,
+) -> Result<Duration> {
+    let r = publish_if_live(publisher, monitors, p, started, published).await;
+    if published.is_none() {
+        // A live run ends no earlier than its publishing; a backlog
+        // was published before the clock started (floor zero).
+        floor.set(Some(r.as_ref().map_or(Duration::ZERO, |d| *d)));
+    }
+    r
+}
+
+/// Waits for the end of the product's run; returns when it ended and whether it completed.
+async fn product_end(
+    worker: &WorkerProcess,
+    started: Instant,
+    p: &IngestParams,
+    end: EndBy,
+    received_before: u64,
+    floor: &Cell<Option<Duration>>,
+    peak_rss: &Cell<Option<u64>>,
+) -> Result<(Duration, bool)> {
+    match end {
+        EndBy::Quiet(threshold) => {
+            let target = received_before + p.run_messages();
+            until_quiet(worker, started, p, threshold, target, floor, peak_rss).await
+        }
+        EndBy::Scrapes(interval) => {
+            sample_until(started, interval, p, || async {
+                if let Some((rss, _)) = worker.rss_kib() {
+                    peak_rss.set(peak_rss.get().max(Some(rss)));
+                }
+                Ok(counts(worker).await?.received - received_before)
+            })
+            .await
+        }
+    }
+}
+
+/// Prints the worker's rejections so far, by reason.
+async fn log_rejections(worker: &WorkerProcess) -> Result<()> {
+    let text = worker.metrics().await?;
+    let reasons = crate::http::metric_by_label(
+        &text,
+        "radar_observations_rejected_by_reason_total",
+        "reason",
+    );
+    eprintln!("  rejections since the worker started, by reason: {reasons:?}");
+    Ok(())
 }
 
 /// Scrape intervals above this switch the product's runs to quiescence.
@@ -273,8 +324,8 @@ async fn until_quiet(
     p: &IngestParams,
     threshold: f64,
     target: u64,
-    floor: &std::cell::Cell<Option<Duration>>,
-    peak_rss: &std::cell::Cell<Option<u64>>,
+    floor: &Cell<Option<Duration>>,
+    peak_rss: &Cell<Option<u64>>,
 ) -> Result<(Duration, bool)> {
     let deadline = deadline_for(p);
     let mut last_busy = Duration::ZERO;
