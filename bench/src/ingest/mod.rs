@@ -132,7 +132,7 @@ pub async fn run(env: &Env, p: &IngestParams) -> Result<(IngestReport, BenchDb)>
 
 /// The consumers in the order repetition `rep` runs them: swapped every repetition.
 fn order(rep: usize) -> [Consumer; 2] {
-    if rep % 2 == 0 {
+    if rep.is_multiple_of(2) {
         [Consumer::Product, Consumer::Bare]
     } else {
         [Consumer::Bare, Consumer::Product]
