@@ -8,7 +8,11 @@
 mod cli;
 mod tables;
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -20,7 +24,7 @@ use radar_bench::{
 };
 use rumqttc::QoS;
 
-use self::cli::{CheckpointArgs, Cli, Command, IngestArgs, RecoveryArgs};
+use self::cli::{CheckpointArgs, Cli, Command, IdleArgs, IngestArgs, RecoveryArgs};
 use self::tables::{print_checkpoint, print_idle, print_ingest, print_machine, print_recovery};
 
 fn main() -> ExitCode {
@@ -51,23 +55,9 @@ async fn run(cli: Cli) -> Result<()> {
         prefixes,
     } = &cli.command
     {
-        let text = std::fs::read_to_string(prefixes)
-            .with_context(|| format!("reading {}", prefixes.display()))?;
-        let prefixes: Vec<String> = text.lines().map(str::to_string).collect();
-        return radar_bench::mqtt::serve_bare(*port, &prefixes, *readings).await;
+        return bare_subscribe(*port, *readings, prefixes).await;
     }
-    let radar_bin = match cli.radar_bin {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .context("this binary has no directory")?
-            .join("radar"),
-    };
-    anyhow::ensure!(
-        radar_bin.is_file(),
-        "no radar binary at {}; build it with `cargo build --release -p radar-actors` or pass --radar-bin",
-        radar_bin.display()
-    );
+    let radar_bin = radar_bin(cli.radar_bin)?;
     let scratch = tempdir()?;
     let env = Env {
         radar_bin,
@@ -86,67 +76,106 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Checkpoint(args) => {
             print_checkpoint(&checkpoint::run(&env, &params(&args)).await?)
         }
-        Command::Recovery(args) => {
-            eprintln!(
-                "preparing {} monitors with snapshots",
-                args.recovery_monitors
-            );
-            let db = ingest::prepare_snapshots(&env, args.recovery_monitors, 2).await?;
-            let report = recovery_run(&env, &db, &args).await;
-            db.drop_db().await?;
-            print_recovery(&report?, None);
-        }
-        Command::Idle(args) => {
-            for &monitors in &args.idle_monitors {
-                let report = idle::run(
-                    &env,
-                    &IdleParams {
-                        monitors,
-                        settle: Duration::from_secs(args.settle_secs),
-                        window: Duration::from_secs(args.window_secs),
-                        scrapes: args.scrapes,
-                    },
-                )
-                .await?;
-                print_idle(&report);
-            }
-        }
+        Command::Recovery(args) => recovery_alone(&env, &args).await?,
+        Command::Idle(args) => idle_all(&env, &args).await?,
         // Served before the machine report, above.
         Command::BareSubscribe { .. } => {}
         Command::All {
             ingest: ingest_args,
             checkpoint: checkpoint_args,
             recovery: recovery_args,
-        } => {
-            let (reports, db) = ingest_all(&env, &ingest_args, true).await?;
-            for report in &reports {
-                print_ingest(report);
-            }
-            print_checkpoint(&checkpoint::run(&env, &params(&checkpoint_args)).await?);
-            let largest = reports.iter().max_by_key(|r| r.params.monitors);
-            let recovery = match (db, largest) {
-                (Some(db), Some(largest))
-                    if largest.params.monitors == recovery_args.recovery_monitors =>
-                {
-                    let report = recovery_run(&env, &db, &recovery_args).await;
-                    db.drop_db().await?;
-                    report?
-                }
-                (db, _) => {
-                    if let Some(db) = db {
-                        db.drop_db().await?;
-                    }
-                    let db =
-                        ingest::prepare_snapshots(&env, recovery_args.recovery_monitors, 2).await?;
-                    let report = recovery_run(&env, &db, &recovery_args).await;
-                    db.drop_db().await?;
-                    report?
-                }
-            };
-            print_recovery(&recovery, largest);
-        }
+        } => all(&env, &ingest_args, &checkpoint_args, &recovery_args).await?,
     }
     let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+/// Serves as the ceiling's consumer process that `ingest` starts.
+async fn bare_subscribe(port: u16, readings: usize, prefixes: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(prefixes)
+        .with_context(|| format!("reading {}", prefixes.display()))?;
+    let prefixes: Vec<String> = text.lines().map(str::to_string).collect();
+    radar_bench::mqtt::serve_bare(port, &prefixes, readings).await
+}
+
+/// The `radar` binary to drive: the flag's, or the one beside this binary.
+fn radar_bin(flag: Option<PathBuf>) -> Result<PathBuf> {
+    let radar_bin = match flag {
+        Some(path) => path,
+        None => std::env::current_exe()?
+            .parent()
+            .context("this binary has no directory")?
+            .join("radar"),
+    };
+    anyhow::ensure!(
+        radar_bin.is_file(),
+        "no radar binary at {}; build it with `cargo build --release -p radar-actors` or pass --radar-bin",
+        radar_bin.display()
+    );
+    Ok(radar_bin)
+}
+
+/// The recovery scenario alone, on a database of snapshots it prepares and drops.
+async fn recovery_alone(env: &Env, args: &RecoveryArgs) -> Result<()> {
+    eprintln!(
+        "preparing {} monitors with snapshots",
+        args.recovery_monitors
+    );
+    let db = ingest::prepare_snapshots(env, args.recovery_monitors, 2).await?;
+    let report = recovery_run(env, &db, args).await;
+    db.drop_db().await?;
+    print_recovery(&report?, None);
+    Ok(())
+}
+
+/// The idle scenario for every K, one table each.
+async fn idle_all(env: &Env, args: &IdleArgs) -> Result<()> {
+    for &monitors in &args.idle_monitors {
+        let report = idle::run(
+            env,
+            &IdleParams {
+                monitors,
+                settle: Duration::from_secs(args.settle_secs),
+                window: Duration::from_secs(args.window_secs),
+                scrapes: args.scrapes,
+            },
+        )
+        .await?;
+        print_idle(&report);
+    }
+    Ok(())
+}
+
+/// Every scenario in turn; recovery reuses the largest ingest database when its K matches.
+async fn all(
+    env: &Env,
+    ingest_args: &IngestArgs,
+    checkpoint_args: &CheckpointArgs,
+    recovery_args: &RecoveryArgs,
+) -> Result<()> {
+    let (reports, db) = ingest_all(env, ingest_args, true).await?;
+    for report in &reports {
+        print_ingest(report);
+    }
+    print_checkpoint(&checkpoint::run(env, &params(checkpoint_args)).await?);
+    let largest = reports.iter().max_by_key(|r| r.params.monitors);
+    let recovery = match (db, largest) {
+        (Some(db), Some(largest)) if largest.params.monitors == recovery_args.recovery_monitors => {
+            let report = recovery_run(env, &db, recovery_args).await;
+            db.drop_db().await?;
+            report?
+        }
+        (db, _) => {
+            if let Some(db) = db {
+                db.drop_db().await?;
+            }
+            let db = ingest::prepare_snapshots(env, recovery_args.recovery_monitors, 2).await?;
+            let report = recovery_run(env, &db, recovery_args).await;
+            db.drop_db().await?;
+            report?
+        }
+    };
+    print_recovery(&recovery, largest);
     Ok(())
 }
 
