@@ -4,12 +4,17 @@
 //! replaced them with a model, so a snapshot taken in any phase restores a
 //! detector that continues exactly as the original would have: the fit is a
 //! pure function of those frames and the settings.
+//!
+//! The fit itself is in `fit.rs`; this file holds the detector's state, its
+//! construction, and the processing and scoring of each frame.
+
+mod fit;
 
 use serde::{Deserialize, Serialize};
 
 use super::{
     AlarmState, Calibration, ChangeChannels, DetectorSettings, Evidence, Features, HealthWindow,
-    ModelHealth, Outcome, PcaModel, Rejection, RobustScaler, Scored,
+    ModelHealth, Outcome, PcaModel, Rejection, Scored,
     change::{contributions, pick_level},
     pca::Scratch,
 };
@@ -249,62 +254,6 @@ impl Detector {
         let mut out = Vec::with_capacity(row.len());
         pick_level(row, &self.change_columns, &mut out);
         out
-    }
-
-    fn run_fit(&mut self) {
-        // Training and calibration frames pass through the feature state in
-        // arrival order, exactly as monitored frames will, and leave it where
-        // monitoring starts.
-        let level = |rows: &[Vec<f64>]| -> Vec<Vec<f64>> {
-            rows.iter().map(|row| self.level_values(row)).collect()
-        };
-        let (level_training, level_calibration) = (level(&self.training), level(&self.calibration));
-        let level_width = self.width - self.change_columns.len();
-        let spread = RobustScaler::fit(&level_training, level_width).scale;
-        let mut features = Features::new(
-            self.settings.feature_smoothing,
-            self.settings.level_tracking.clone(),
-            &spread,
-        );
-        let training: Vec<Vec<f64>> = level_training
-            .iter()
-            .map(|row| features.next(row, false))
-            .collect();
-        let model = PcaModel::fit(&training, level_width, self.settings.explained_variance);
-        let weight = self.settings.score_smoothing;
-        let mut smoothed = None;
-        let scores = level_calibration
-            .iter()
-            .map(|row| {
-                let s = ewma(
-                    smoothed,
-                    model.score(&features.next(row, false)).combined,
-                    weight,
-                );
-                smoothed = Some(s);
-                s
-            })
-            .collect();
-        let calibration = Calibration::new(scores, self.settings.false_alarm_rate);
-        let change = self.settings.change.as_ref().map(|settings| {
-            ChangeChannels::fit(
-                settings,
-                self.change_columns.clone(),
-                &self.training,
-                &self.calibration,
-            )
-        });
-        self.fitted = Some(Fitted {
-            features,
-            model,
-            calibration,
-            smoothed,
-            change,
-            scratch: Scratch::default(),
-        });
-        self.training = Vec::new();
-        self.calibration = Vec::new();
-        self.phase = Phase::Monitoring;
     }
 
     fn score(&mut self, frame: &Frame) -> Outcome {
