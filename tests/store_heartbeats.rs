@@ -167,38 +167,18 @@ impl Fleet {
         .unwrap()
     }
 
-    /// Hands every monitor's heartbeat in, waits until all are queued,
-    /// flushes once, and returns each monitor's outcome in order.
+    /// Hands every monitor's heartbeat in (a new record each), waits until
+    /// all are queued, flushes once, and returns each monitor's outcome in
+    /// order.
     async fn beat_all(
         &self,
         flusher: &mut HeartbeatFlusher,
         heartbeats: &Heartbeats,
     ) -> Vec<HealthOutcome> {
-        let tasks: Vec<_> = self
-            .monitors
-            .iter()
-            .map(|m| {
-                let heartbeats = heartbeats.clone();
-                let reporter = m.writer.health_reporter();
-                tokio::spawn(
-                    async move { heartbeats.submit(reporter, health("running", at(50))).await },
-                )
-            })
+        let beats = (0..self.monitors.len())
+            .map(|i| (i, Arc::new(health("running", at(50))), None))
             .collect();
-        let monitors = self.monitors.len();
-        poll::within(Duration::from_secs(30))
-            .every(poll::QUICK)
-            .wait("every heartbeat is queued", || {
-                let queued = flusher.queued();
-                poll::check(queued >= monitors, || format!("{queued} queued"))
-            })
-            .await;
-        assert!(flusher.flush_queued().await);
-        let mut outcomes = Vec::new();
-        for task in tasks {
-            outcomes.push(task.await.unwrap());
-        }
-        outcomes
+        self.flush_these(flusher, heartbeats, beats).await
     }
 }
 
