@@ -75,6 +75,21 @@ pub struct HealthInputs {
     pub ingress: Arc<IngressCounters>,
 }
 
+impl HealthInputs {
+    /// Runs `f` on the current views of the model, checkpoint and link,
+    /// borrowed for the call only.
+    fn with_views<R>(&self, f: impl FnOnce(&Views<'_>) -> R) -> R {
+        let model = self.model.borrow();
+        let checkpoint = self.checkpoint.borrow();
+        let link = self.link.borrow();
+        f(&Views {
+            model: &model,
+            checkpoint: &checkpoint,
+            link: &link,
+        })
+    }
+}
+
 pub struct HealthActor {
     service_id: Uuid,
     inputs: HealthInputs,
@@ -185,15 +200,9 @@ impl HealthActor {
     }
 
     fn record(&mut self, state: RunState) -> HealthRecord {
-        let model = self.inputs.model.borrow();
-        let checkpoint = self.inputs.checkpoint.borrow();
-        let link = self.inputs.link.borrow();
-        let views = Views {
-            model: &model,
-            checkpoint: &checkpoint,
-            link: &link,
-        };
-        self.documents.record(state, &views, Utc::now())
+        let documents = &mut self.documents;
+        self.inputs
+            .with_views(|views| documents.record(state, views, Utc::now()))
     }
 
     /// The record `state` has now, and whether it is the one last written
@@ -203,15 +212,11 @@ impl HealthActor {
         if self.heartbeats.is_some()
             && let Some(written) = &self.written
         {
-            let model = self.inputs.model.borrow();
-            let checkpoint = self.inputs.checkpoint.borrow();
-            let link = self.inputs.link.borrow();
-            let views = Views {
-                model: &model,
-                checkpoint: &checkpoint,
-                link: &link,
-            };
-            if self.documents.unchanged(written, state, &views) {
+            let documents = &self.documents;
+            if self
+                .inputs
+                .with_views(|views| documents.unchanged(written, state, views))
+            {
                 return (Arc::clone(written), true);
             }
         }
