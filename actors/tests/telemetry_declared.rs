@@ -111,12 +111,6 @@ fn frame(broker: &Mosquitto, prefix: &str, ts: i64, value: f64) {
     }
 }
 
-fn connected(worker: &Worker, me: &[(&str, &str)]) {
-    wait_for(Duration::from_secs(30), "radar_mqtt_connected 1", || {
-        (sample(&worker.metrics(), "radar_mqtt_connected", me) == Some(1.0)).then_some(())
-    });
-}
-
 fn count(worker: &Worker, me: &[(&str, &str)], name: &str) -> f64 {
     sample(&worker.metrics(), name, me).unwrap_or(0.0)
 }
@@ -161,7 +155,7 @@ async fn every_declared_metric_is_written_by_a_running_worker() {
         &[("RADAR_TEST_FIT_DELAY_MS", "2000")],
     );
     let scraper = Scraper::start(worker.metrics_port, seen.clone());
-    connected(&worker, &me);
+    worker.wait_connected(&id);
     for i in 0..WARMUP_FRAMES + 10 {
         frame(&broker, &prefix, next(), (i % 5) as f64 + 0.5);
     }
@@ -204,7 +198,7 @@ async fn every_declared_metric_is_written_by_a_running_worker() {
         &[("RADAR_CHECKPOINT_INTERVAL", "5")],
     );
     let scraper = Scraper::start(worker.metrics_port, seen.clone());
-    connected(&worker, &me);
+    worker.wait_connected(&id);
     let mut conn = db::connect(&db).await;
     conn.batch_execute(REFUSE_CHECKPOINTS)
         .await
@@ -222,7 +216,7 @@ async fn every_declared_metric_is_written_by_a_running_worker() {
     wait_for(Duration::from_secs(30), "a reconnect attempt", || {
         (count(&worker, &me, "radar_mqtt_reconnect_attempts_total") >= 1.0).then_some(())
     });
-    connected(&worker, &me);
+    worker.wait_connected(&id);
 
     poll::within(Duration::from_secs(30)).blocking(
         "every declared metric written at least once",

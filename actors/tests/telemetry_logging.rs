@@ -45,9 +45,7 @@ async fn logged_run(tag: &str) -> (String, String) {
         ],
     );
     let me = [("monitor_id", id.as_str())];
-    wait_for(Duration::from_secs(30), "the monitor connects", || {
-        (sample(&worker.metrics(), "radar_mqtt_connected", &me) == Some(1.0)).then_some(())
-    });
+    worker.wait_connected(&id);
     let base = now_ms();
     for i in 0..8 {
         broker.publish(

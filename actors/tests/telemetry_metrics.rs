@@ -29,9 +29,7 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
     let me = [("monitor_id", id.as_str())];
 
     // Publish only once the subscription is acknowledged.
-    wait_for(Duration::from_secs(30), "radar_mqtt_connected 1", || {
-        (sample(&worker.metrics(), "radar_mqtt_connected", &me) == Some(1.0)).then_some(())
-    });
+    worker.wait_connected(&id);
 
     let base = now_ms();
     for i in 0..GOOD {

@@ -46,10 +46,7 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
     // The failed startup: a first run writes a snapshot, then one payload
     // bit is flipped, so the next start must refuse it.
     let first = Worker::spawn(&db, &broker, dir.path(), &[&broken], &[]);
-    wait_for(Duration::from_secs(30), "the first run connects", || {
-        let me = [("monitor_id", broken.as_str())];
-        (sample(&first.metrics(), "radar_mqtt_connected", &me) == Some(1.0)).then_some(())
-    });
+    first.wait_connected(&broken);
     let exit = first.terminate();
     assert!(exit.success(), "first run exit status {exit}");
     let tampered = diesel::sql_query(format!(

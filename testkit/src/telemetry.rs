@@ -74,6 +74,18 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Waits (at most 30 s) until `/metrics` shows monitor `id` connected,
+    /// every subscription acknowledged: publish only after it.
+    pub fn wait_connected(&self, id: &str) {
+        let me = [("monitor_id", id)];
+        wait_for(Duration::from_secs(30), "radar_mqtt_connected 1", || {
+            (crate::exposition::sample(&self.metrics(), "radar_mqtt_connected", &me) == Some(1.0))
+                .then_some(())
+        });
+    }
+}
+
 /// Milliseconds since the epoch, for fresh observation timestamps.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
