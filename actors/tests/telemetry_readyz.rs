@@ -1,8 +1,10 @@
 //! `/readyz` follows the broker: not ready (503, naming the monitor) while
-//! it is down, ready again once the worker has reconnected.
+//! it is down, ready again once the worker has reconnected. A starting
+//! worker is not ready before it has listed its monitors.
 
 use std::time::Duration;
 
+use diesel_async::SimpleAsyncConnection;
 use radar_testkit::{
     broker::Mosquitto, db, telemetry::create_monitor, telemetry::wait_for, worker::Worker,
 };
@@ -67,4 +69,50 @@ async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect(
             .is_some_and(|n| n >= 1.0),
         "the reconnect is counted:\n{text}"
     );
+}
+
+/// The monitor table is locked by another transaction, so the worker's
+/// first listing waits: it must answer 503 (`monitors_not_listed`) meanwhile,
+/// not 200 with no monitor, and be ready with its monitor once the listing
+/// went through.
+#[tokio::test]
+async fn a_worker_is_not_ready_before_it_has_listed_its_monitors() {
+    let db = db::migrated_database("telemetry_readyz_listed").await;
+    let dir = tempfile::tempdir().unwrap();
+    let topic = format!("{}/a", db::unique_name("readyz"));
+    let id = create_monitor(&db, dir.path(), "listed-probe", &topic);
+    let mut locker = db::connect(&db).await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE services IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock the monitor table");
+    let broker = Mosquitto::start_anonymous();
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
+
+    let body = wait_for(Duration::from_secs(30), "/readyz answers 503", || {
+        worker
+            .get("/readyz")
+            .filter(|(c, _)| *c == 503)
+            .map(|(_, b)| b)
+    });
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["monitors"], 0, "{body}");
+    let reasons: Vec<&str> = json["worker"]
+        .as_array()
+        .expect("worker reasons")
+        .iter()
+        .filter_map(|r| r["reason"].as_str())
+        .collect();
+    assert_eq!(reasons, ["monitors_not_listed"], "{body}");
+    assert_eq!(worker.get("/healthz").map(|(c, _)| c), Some(200));
+
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    let body = wait_for(Duration::from_secs(30), "/readyz answers 200", || {
+        worker
+            .get("/readyz")
+            .filter(|(c, _)| *c == 200)
+            .map(|(_, b)| b)
+    });
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["monitors"], 1, "{body}");
 }

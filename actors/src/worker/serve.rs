@@ -11,6 +11,7 @@ use radar::{
     telemetry::Telemetry,
 };
 
+use super::supervisor::MONITORS_NOT_LISTED;
 use super::{
     CLOCK_CHECK_EVERY, MonitorSource, Scope, WorkerArgs, WorkerSetup, backoff_from_env,
     clock_agrees, limits, shutdown_signal, start, wait_for_database, watch_clock,
@@ -30,6 +31,13 @@ pub(super) async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Resul
     limits::raise_and_log();
     let (meter_provider, registry) = crate::http::init_meter_provider(&worker_id)?;
     let telemetry = Telemetry::global();
+    // Not ready until the monitors of this worker are known: a worker that
+    // answered ready with none admitted yet would let an orchestrator stop
+    // the task it replaces before this one runs anything.
+    telemetry.board().hold(
+        MONITORS_NOT_LISTED,
+        "the worker has not listed its monitors in PostgreSQL yet",
+    );
     let server_handle = serve_http(&settings, registry, &telemetry)?;
     let Some(pool) = wait_until_ready(&settings, telemetry.board(), &server_handle).await? else {
         return Ok(ExitCode::SUCCESS);

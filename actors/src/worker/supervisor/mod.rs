@@ -89,6 +89,9 @@ struct Running {
     started: Instant,
 }
 
+/// Why the worker is not ready before its first listing of monitors.
+pub const MONITORS_NOT_LISTED: &str = "monitors_not_listed";
+
 pub struct Supervisor {
     worker: Arc<WorkerContext>,
     scope: Scope,

@@ -16,7 +16,7 @@ use radar::{
 };
 use uuid::Uuid;
 
-use super::{Scope, Supervisor, WorkerOutcome};
+use super::{MONITORS_NOT_LISTED, Scope, Supervisor, WorkerOutcome};
 use crate::monitor::Stop;
 
 /// How often the supervisor looks for new and retired monitors.
@@ -135,6 +135,10 @@ impl Supervisor {
             if let Some(row) = rows.remove(&head.id) {
                 self.start(row, ctx);
             }
+        }
+        // Every monitor of the first listing is on the board now.
+        if self.worker.telemetry.board().release(MONITORS_NOT_LISTED) {
+            tracing::info!("Listed this worker's monitors; readiness now follows them.");
         }
         if let Some(id) = self.scope.single()
             && !wanted.contains(&id)
