@@ -26,7 +26,7 @@
 //! 15. `ModelActor::checkpoint_if_due` (model/state.rs)
 //! 16. `CheckpointPolicy::due` (runtime/checkpoint_policy/decide.rs) — the trigger, unless a failure's pause lasts
 //! 17. `ModelActor::checkpoint_now` (model/state.rs)
-//! 18. `ModelActor::hand_off` (model/state.rs) — sends `SnapshotReady` carrying the kept results
+//! 18. `ModelActor::hand_off` (model/state.rs) — starts the attempt and seals (19, 20), then sends `SnapshotReady` carrying the kept results
 //! 19. `CheckpointPolicy::started` (runtime/checkpoint_policy/record.rs) — the `Attempt`; covers every change so far
 //! 20. `ModelActor::seal` (model/state.rs) — `MonitorCore::managed_state`, then `radar::snapshot::seal`
 //! 21. `CheckpointActor as Handler<SnapshotReady>::handle` (checkpoint/handlers.rs) — [mailbox] [thread]
