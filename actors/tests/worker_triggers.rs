@@ -209,3 +209,68 @@ async fn the_first_frame_after_a_restore_checkpoints_the_end_of_the_restart_gap_
     );
     drop(second);
 }
+
+/// When an evidence row committed, and under which fencing token.
+#[derive(Debug, diesel::QueryableByName)]
+struct EvidenceCommit {
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    committed_at: chrono::DateTime<chrono::Utc>,
+    #[diesel(sql_type = diesel::sql_types::Bytea)]
+    writer_signature: Vec<u8>,
+}
+
+/// The snapshot a flagged frame fires carries the frame's evidence in the
+/// same message (issue #19), so the evidence commits in that snapshot's
+/// transaction, not in a background evidence batch after it: same token,
+/// and the same transaction time (`now()`) on both rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_evidence_of_the_frame_that_fires_a_checkpoint_commits_in_that_checkpoints_transaction()
+{
+    use diesel_async::RunQueryDsl;
+
+    let h = Harness::new("worker_triggers_results").await;
+    let env = [MAX_INTERVAL, ("RADAR_CHECKPOINT_INTERVAL", "1")];
+    let (id, prefix, worker, mut publisher) = running(&h, "results", &env).await;
+    let mut conn = h.connect().await;
+    // Warm up, then one normal frame: once it is committed, so are the
+    // fit's checkpoints, and the writer is idle when the flagged frame's
+    // snapshot arrives.
+    let warm = WARMUP_FRAMES as i64 + 1;
+    publisher.frames(&prefix, warm as usize).await;
+    publisher.flush(START).await;
+    wait_snapshot(&mut conn, id, START, "the warm-up committed", |r| {
+        r.processed_count == warm
+    })
+    .await;
+    publisher.shift = 50.0;
+    let flagged = publisher.frames(&prefix, 1).await;
+    publisher.flush(START).await;
+    let ts = chrono::DateTime::from_timestamp_millis(flagged[0]).expect("a valid source time");
+    let evidence: EvidenceCommit = poll::within(START)
+        .wait_async("the flagged frame's evidence lands", async || {
+            diesel::sql_query(
+                "SELECT committed_at, writer_signature FROM radar_evidence \
+                 WHERE service_id = $1 AND frame_ts = $2",
+            )
+            .bind::<diesel::sql_types::Uuid, _>(id)
+            .bind::<diesel::sql_types::Timestamptz, _>(ts)
+            .get_result(&mut conn)
+            .await
+            .map_err(|e| format!("{e}; log:\n{}", worker.log()))
+        })
+        .await;
+    let row = snapshot_row(&mut conn, id).await.expect("a snapshot row");
+    assert_eq!(
+        row.processed_count,
+        warm + 1,
+        "the snapshot row is the one the flagged frame fired"
+    );
+    assert_eq!(
+        evidence.writer_signature, row.signature,
+        "the evidence was committed under another token than its snapshot's"
+    );
+    assert_eq!(
+        evidence.committed_at, row.committed_at,
+        "the evidence committed in a later transaction than its snapshot (a background batch)"
+    );
+}

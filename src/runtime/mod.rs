@@ -3,10 +3,11 @@
 //! (`start`: fresh, restore or refuse, and the exit a refused graph run
 //! takes). `radar-actors` carries them out.
 //!
-//! # The path of one message (as of 1c4d103)
+//! # The path of one message
 //!
 //! One PUBLISH in `radar worker` (`radar_actors` is `actors/src`), when it
-//! completes the frame that reaches `interval_frames`, as read in the code:
+//! completes the frame that reaches `interval_frames`, as read in the code
+//! (issue #19: before as of 1c4d103; after, with one commit path):
 //!
 //! 1. `radar::mqtt::owner::Owner::stream` (mqtt/owner/session.rs) — rumqttc `EventLoop::poll` yields `Incoming(Publish)`; a task on the monitor actor's arbiter
 //! 2. `Owner::on_event` (mqtt/owner/session.rs) — routes the PUBLISH to `admit`
@@ -20,28 +21,51 @@
 //! 10. `MonitorCore::offer` (runtime/core/ingest.rs) — scores the frame and records coverage
 //! 11. `radar::detector::Detector::process` (detector/state/mod.rs) — the score (a graph monitor calls its run's `offer` instead)
 //! 12. `ModelActor::record` (model/state.rs) — metrics and observer notices
-//! 13. `ModelActor::after_step` (model/state.rs) — sends `NewResults` to the checkpoint actor only if the step has alarms or evidence (optional [mailbox] [thread])
+//! 13. `ModelActor::after_step` (model/state.rs) — keeps the step's alarms and evidence in the model's `results` (no message)
 //! 14. `CheckpointPolicy::on_frames` (runtime/checkpoint_policy/decide.rs) — requests `FrameInterval`
 //! 15. `ModelActor::checkpoint_if_due` (model/state.rs)
 //! 16. `CheckpointPolicy::due` (runtime/checkpoint_policy/decide.rs) — the trigger, unless a failure's pause lasts
 //! 17. `ModelActor::checkpoint_now` (model/state.rs)
-//! 18. `CheckpointPolicy::started` (runtime/checkpoint_policy/record.rs) — the `Attempt`; covers every change so far
-//! 19. `ModelActor::seal` (model/state.rs) — `MonitorCore::managed_state`, then `radar::snapshot::seal`
-//! 20. `CheckpointActor as Handler<SnapshotReady>::handle` (checkpoint/handlers.rs) — keeps it as `next` [mailbox] [thread]
-//! 21. `CheckpointActor::drive` (checkpoint/mod.rs) — the writer is idle and the retry pause over
-//! 22. `CheckpointActor::commit_snapshot` (checkpoint/writes.rs) — runs the write with `.wait(ctx)`
-//! 23. `radar::store::CheckpointWriter::checkpoint` (store/checkpoints/writer.rs) — fenced row swap, ledger and pending results in one transaction: committed
-//! 24. `CheckpointActor::report` (checkpoint/mod.rs) — sends `CommitReport` from the write's completion
-//! 25. `ModelActor as Handler<CommitReport>::handle` (model/handlers.rs) — back on the model thread [mailbox] [thread]
-//! 26. `CheckpointPolicy::committed` (runtime/checkpoint_policy/record.rs) — settles the attempt
+//! 18. `ModelActor::hand_off` (model/state.rs) — starts the attempt and seals (19, 20), then sends `SnapshotReady` carrying the kept results
+//! 19. `CheckpointPolicy::started` (runtime/checkpoint_policy/record.rs) — the `Attempt`; covers every change so far
+//! 20. `ModelActor::seal` (model/state.rs) — `MonitorCore::managed_state`, then `radar::snapshot::seal`
+//! 21. `CheckpointActor as Handler<SnapshotReady>::handle` (checkpoint/handlers.rs) — [mailbox] [thread]
+//! 22. `CheckpointActor::queue` (checkpoint/handlers.rs) — the results join the pending ones; the snapshot is kept as `next`
+//! 23. `CheckpointActor::drive` (checkpoint/mod.rs) — the writer is idle and the retry pause over
+//! 24. `CheckpointActor::commit_snapshot` (checkpoint/writes.rs) — runs the write with `.wait(ctx)`
+//! 25. `radar::store::CheckpointWriter::checkpoint` (store/checkpoints/writer.rs) — fenced row swap, ledger and pending results in one transaction: committed
+//! 26. `CheckpointActor::committed` (checkpoint/writes.rs) — frees the writer, updates the view and metrics; the one place a commit settles
+//! 27. `CheckpointActor::report` (checkpoint/mod.rs) — sends `CommitReport`
+//! 28. `ModelActor as Handler<CommitReport>::handle` (model/handlers.rs) — back on the model thread [mailbox] [thread]
+//! 29. `CheckpointPolicy::committed` (runtime/checkpoint_policy/record.rs) — settles the attempt
 //!
-//! Totals: 26 function-level hops; 3 crossings, each a thread and a channel
-//! or mailbox (queue, `SnapshotReady`, `CommitReport`: the owner and the
-//! checkpoint actor share the monitor actor's arbiter, the model has its own
-//! thread), 4 with the optional `NewResults`; ModelActor entered twice (the
-//! batch, the report); 2 messages between the model and checkpoint actors
-//! per commit, 3 with results. A checkpoint due later (maximum interval, a
-//! failure's pause) starts from the 1 s tick (model/timers.rs): a third entry.
+//! Results no snapshot of their batch took along leave once per batch, at
+//! its end (`ModelActor::send_results`, a `NewResults` message): between
+//! checkpoints they commit as background evidence batches (recovery rule 4),
+//! so that message remains, off the commit path.
+//!
+//! | | before (1c4d103) | after |
+//! |---|---|---|
+//! | function-level hops | 26 | 29 (`hand_off`, `queue` and `committed` are named steps now) |
+//! | crossings (thread + channel or mailbox) | 3, 4 with results | 3: the queue, `SnapshotReady`, `CommitReport` |
+//! | messages model <-> checkpoint per commit | 2, 3 with results | 2, with or without results |
+//! | `NewResults` | one per step with results | one per input batch, only for results no snapshot took |
+//! | ModelActor entries | 2 (the batch, the report) | 2 |
+//!
+//! The owner and the checkpoint actor share the monitor actor's arbiter;
+//! the model has its own thread. A checkpoint due later (maximum interval,
+//! a failure's pause) starts from the 1 s tick (model/timers.rs): a third
+//! entry.
+//!
+//! The first checkpoint (before subscribing) takes the same path from
+//! step 18 on: the start asks the model for it (`CheckpointNow`, model
+//! handlers), `drive` finds no writer yet and runs `commit_first`
+//! (checkpoint/first.rs: the claim of a fresh row or the fenced replacement
+//! of the loaded snapshot, then the alarm reconciliation), which settles
+//! in `committed` and reports through `report` like every commit; the start
+//! only waits for its outcome before subscribing. Before, the start sealed
+//! it (`SealNow`), committed it itself, sent the model a `CommitReport` in
+//! the checkpoint actor's place and handed the writer over (`Claimed`).
 
 mod checkpoint_policy;
 mod core;

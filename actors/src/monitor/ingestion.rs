@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use uuid::Uuid;
 
-use super::{messages::Connection, model::ModelActor};
+use super::model::{Connection, ModelActor};
 
 pub struct IngestionActor {
     service_id: Uuid,

@@ -1,58 +1,63 @@
-//! The messages the checkpoint actor takes: the writer handed over after
-//! the first commit, sealed snapshots, new results, a quarantine's failure
-//! record, and the halt.
+//! The messages the checkpoint actor takes: sealed snapshots with their
+//! results, results alone, a quarantine's failure record, and the halt.
 
 use actix::prelude::*;
-use chrono::Utc;
-use radar::store::{CheckpointWriter, PendingResults};
+use radar::{
+    graph::FailureDiagnostics,
+    runtime::{Attempt, Trigger},
+    snapshot::SealedSnapshot,
+    store::{GraphStore, PendingResults},
+};
+use tokio::sync::oneshot;
+use uuid::Uuid;
 
 use super::{CheckpointActor, Slot};
-use crate::monitor::{
-    messages::{Halt, NewResults, RecordFailure, SnapshotReady},
-    model::ModelActor,
-    view::Ownership,
-};
+use crate::monitor::messages::Halt;
 
-/// Monitor -> checkpoint: the writer that committed the first snapshot
-/// (`None`: database writes are disabled), and the model to report to.
+/// Model -> checkpoint: a sealed snapshot to commit, with the alarms and
+/// evidence produced since the model last sent any: they join the pending
+/// results, which commit in the snapshot's transaction. A newer snapshot
+/// replaces an older one that has not started committing.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Claimed {
-    pub writer: Option<CheckpointWriter>,
-    pub model: Addr<ModelActor>,
+pub struct SnapshotReady {
+    pub sealed: SealedSnapshot,
+    pub results: PendingResults,
+    pub trigger: Trigger,
+    /// The checkpoint attempt the outcome is reported for.
+    pub attempt: Attempt,
+    /// The last snapshot of a graceful stop: its outcome ends the monitor.
+    pub last: bool,
 }
 
-impl Handler<Claimed> for CheckpointActor {
-    type Result = ();
+/// Model -> checkpoint: alarms and evidence that no snapshot took along
+/// (none was sealed in the batch that produced them). Between checkpoints
+/// they commit as a background evidence batch.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NewResults {
+    pub results: PendingResults,
+}
 
-    fn handle(&mut self, msg: Claimed, ctx: &mut Self::Context) {
-        let _span = self.span.clone().entered();
-        self.model = Some(msg.model);
-        let (slot, ownership, token) = match msg.writer {
-            Some(writer) => {
-                let token = writer.token().short();
-                (Slot::Idle(writer), Ownership::Owner, Some(token))
-            }
-            None => (Slot::Disabled, Ownership::Disabled, None),
-        };
-        self.slot = slot;
-        self.view.send_modify(|v| {
-            v.ownership = ownership;
-            v.token = token;
-            v.last_commit_at = Some(Utc::now());
-            v.commits += 1;
-        });
-        self.drive(ctx);
-        self.arm(ctx);
-    }
+/// Monitor -> checkpoint: write nothing but the run's failure record, with
+/// the token of the last snapshot this writer loaded or committed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RecordFailure {
+    pub run_id: Uuid,
+    pub diagnostics: FailureDiagnostics,
+    pub graphs: GraphStore,
+    /// Fires on an explicit stop: the retries end.
+    pub stop: oneshot::Receiver<()>,
 }
 
 impl Handler<SnapshotReady> for CheckpointActor {
     type Result = ();
 
-    fn handle(&mut self, msg: SnapshotReady, ctx: &mut Self::Context) {
+    fn handle(&mut self, mut msg: SnapshotReady, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.closed() {
+        let results = std::mem::take(&mut msg.results);
+        if !self.queue(results) {
             return;
         }
         self.next = Some(msg);
@@ -66,19 +71,32 @@ impl Handler<NewResults> for CheckpointActor {
 
     fn handle(&mut self, msg: NewResults, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
+        if self.queue(msg.results) {
+            self.arm(ctx);
+        }
+    }
+}
+
+impl CheckpointActor {
+    /// Queues results behind the pending ones, in the order the model made
+    /// them; rejects them once this monitor writes nothing more. Whether
+    /// the actor still takes input.
+    fn queue(&mut self, results: PendingResults) -> bool {
         if self.closed() {
             // One line for the first, the total when the writer halts: a
             // superseded model with a backlog rejects hundreds at once.
-            if self.rejected_results == 0 {
+            if self.rejected_results == 0 && !results.is_empty() {
                 tracing::warn!(monitor_id = %self.service_id, "Rejecting new results: this monitor writes no results any more (ownership lost or quarantined); the total is logged when its writer halts.");
             }
-            self.rejected_results += msg.results.len() as u64;
-            return;
+            self.rejected_results += results.len() as u64;
+            return false;
         }
-        self.pending.alarms.extend(msg.results.alarms);
-        self.pending.evidence.extend(msg.results.evidence);
-        self.publish_pending();
-        self.arm(ctx);
+        if !results.is_empty() {
+            self.pending.alarms.extend(results.alarms);
+            self.pending.evidence.extend(results.evidence);
+            self.publish_pending();
+        }
+        true
     }
 }
 

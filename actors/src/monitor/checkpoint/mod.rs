@@ -6,10 +6,17 @@
 //! new ones are rejected. A quarantined graph run's writer writes one last
 //! thing, the run's failure record, and gives up its writer to do so.
 //!
+//! Its first write is the checkpoint before subscribing, taken like every
+//! other snapshot: it claims a fresh monitor's row (or replaces the snapshot
+//! the start loaded), reconciles the alarms, and reports the commit to the
+//! model the way every commit is reported. The start waits for its outcome.
+//!
 //! - this file: the actor, who holds the writer, and what it writes next.
-//! - `writes`: the writes and what their outcomes do.
+//! - `first`: the first write, which makes this worker the owner.
+//! - `writes`: the other writes and what their outcomes do.
 //! - `handlers`: the messages it takes.
 
+mod first;
 mod handlers;
 mod writes;
 
@@ -25,14 +32,12 @@ use radar::{
 use tokio::sync::watch;
 use uuid::Uuid;
 
-pub use self::handlers::Claimed;
+pub use self::first::{FirstCommitError, FirstOutcome, FirstWrite};
+pub use self::handlers::{NewResults, RecordFailure, SnapshotReady};
 use super::{
     MonitorActor,
-    messages::{
-        CommitReport, FailureOutcome, FailureSettled, LastSnapshotSettled, RecordFailure,
-        SnapshotReady,
-    },
-    model::ModelActor,
+    handlers::{FailureOutcome, FailureSettled, LastSnapshotSettled},
+    model::{CommitReport, ModelActor},
     view::CheckpointView,
 };
 
@@ -46,6 +51,8 @@ const MAX_RETRY_PAUSE: Duration = Duration::from_secs(30);
 
 /// Who holds the writer right now.
 enum Slot {
+    /// Nothing committed yet: the first snapshot makes the writer.
+    Unclaimed(FirstWrite),
     /// Database writes are disabled.
     Disabled,
     Idle(CheckpointWriter),
@@ -68,7 +75,7 @@ pub struct CheckpointActor {
     last_since: Option<Instant>,
     /// How long the last snapshot is retried before the stop gives up.
     timeout: Duration,
-    model: Option<Addr<ModelActor>>,
+    model: Addr<ModelActor>,
     monitor: Addr<MonitorActor>,
     view: watch::Sender<CheckpointView>,
     rejected_results: u64,
@@ -83,29 +90,37 @@ pub struct CheckpointActor {
     span: tracing::Span,
 }
 
+/// Everything a checkpoint actor starts with.
+pub struct CheckpointSetup {
+    pub service_id: Uuid,
+    /// How long a write may take, and the last snapshot be retried.
+    pub timeout: Duration,
+    pub first: FirstWrite,
+    /// Where commits are reported.
+    pub model: Addr<ModelActor>,
+    pub monitor: Addr<MonitorActor>,
+    pub view: watch::Sender<CheckpointView>,
+    pub metrics: MonitorTelemetry,
+    pub span: tracing::Span,
+}
+
 impl CheckpointActor {
-    /// A checkpoint actor without a writer yet: it writes nothing until the
-    /// monitor hands it the writer that committed the first snapshot.
-    pub fn new(
-        service_id: Uuid,
-        timeout: Duration,
-        monitor: Addr<MonitorActor>,
-        view: watch::Sender<CheckpointView>,
-        metrics: MonitorTelemetry,
-        span: tracing::Span,
-    ) -> Self {
+    /// A checkpoint actor without a writer yet: its first snapshot claims
+    /// or resumes the monitor's row (see [`FirstWrite`]).
+    pub fn new(setup: CheckpointSetup) -> Self {
+        let timeout = setup.timeout;
         Self {
-            span,
-            metrics,
-            service_id,
-            slot: Slot::Busy,
+            span: setup.span,
+            metrics: setup.metrics,
+            service_id: setup.service_id,
+            slot: Slot::Unclaimed(setup.first),
             pending: PendingResults::default(),
             next: None,
             last_since: None,
             timeout,
-            model: None,
-            monitor,
-            view,
+            model: setup.model,
+            monitor: setup.monitor,
+            view: setup.view,
             rejected_results: 0,
             retry: RetryBackoff::new(timeout.min(MAX_RETRY_PAUSE)),
             failure: None,
@@ -142,15 +157,15 @@ impl CheckpointActor {
         matches!(self.slot, Slot::Lost | Slot::Quarantined) || self.failure.is_some()
     }
 
+    /// Tells the model how a snapshot's commit ended: the one place a
+    /// commit report comes from, the first checkpoint's included.
     fn report(&self, committed: bool, next: &SnapshotReady) {
-        if let Some(model) = &self.model {
-            model.do_send(CommitReport {
-                committed,
-                attempt: next.attempt,
-                trigger: Some(next.trigger),
-                wall: Utc::now(),
-            });
-        }
+        self.model.do_send(CommitReport {
+            committed,
+            attempt: next.attempt,
+            trigger: Some(next.trigger),
+            wall: Utc::now(),
+        });
     }
 
     fn publish_pending(&self) {
@@ -169,6 +184,7 @@ impl CheckpointActor {
                 other => {
                     let detail = match other {
                         Slot::Disabled => "database writes are disabled",
+                        Slot::Unclaimed(_) => "the first checkpoint has not committed",
                         _ => "this worker no longer owns the monitor's snapshot",
                     };
                     self.slot = Slot::Quarantined;
@@ -182,6 +198,10 @@ impl CheckpointActor {
             return;
         }
         match std::mem::replace(&mut self.slot, Slot::Busy) {
+            Slot::Unclaimed(first) => match self.next.take() {
+                Some(next) => self.commit_first(first, next, ctx),
+                None => self.slot = Slot::Unclaimed(first),
+            },
             Slot::Idle(writer) => {
                 // The last snapshot has its own deadline (the stop's timeout).
                 let last = self.next.as_ref().is_some_and(|n| n.last);

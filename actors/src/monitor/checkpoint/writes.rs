@@ -1,6 +1,8 @@
-//! The checkpoint actor's writes and what their outcomes do: a snapshot
-//! (with every pending result) or an evidence batch committed, retried or
-//! refused, and the failure record a quarantined run's writer ends with.
+//! The checkpoint actor's writes after the first and what their outcomes
+//! do: a snapshot (with every pending result) or an evidence batch
+//! committed, retried or refused, and the failure record a quarantined
+//! run's writer ends with. A committed snapshot, the first one included,
+//! settles in `committed`.
 
 use std::time::Instant;
 
@@ -11,12 +13,10 @@ use radar::{
     telemetry::{CheckpointFailure, events},
 };
 
-use super::{CheckpointActor, Slot};
+use super::{CheckpointActor, RecordFailure, Slot, SnapshotReady};
 use crate::monitor::{
-    messages::{
-        BatchSettled, FailureOutcome, FailureSettled, LastSnapshotSettled, LostOwnership,
-        RecordFailure, SnapshotReady,
-    },
+    handlers::{FailureOutcome, FailureSettled, LastSnapshotSettled, LostOwnership},
+    model::BatchSettled,
     view::Ownership,
 };
 
@@ -74,7 +74,6 @@ impl CheckpointActor {
     ) {
         let included = (self.pending.alarms.len(), self.pending.evidence.len());
         let batch = self.pending.clone();
-        let bytes = next.sealed.bytes.payload.len();
         let started = Instant::now();
         let sealed = next.sealed.clone();
         async move { writer.checkpoint(&sealed, &batch).await }
@@ -84,26 +83,7 @@ impl CheckpointActor {
                 let last = next.last;
                 match outcome {
                     WriteOutcome::Committed(writer) => {
-                        act.retry.succeeded();
-                        act.drop_committed(included);
-                        let token = writer.token().short();
-                        act.slot = Slot::Idle(writer);
-                        act.view.send_modify(|v| {
-                            v.token = Some(token);
-                            v.last_commit_at = Some(Utc::now());
-                            v.commits += 1;
-                            v.last_error = None;
-                        });
-                        act.metrics.emit(events::CheckpointCommitted {
-                            trigger: next.trigger,
-                            duration: started.elapsed(),
-                            bytes: bytes as u64,
-                            saved_at: next.sealed.envelope.saved_at,
-                        });
-                        act.report(true, &next);
-                        if last {
-                            act.monitor.do_send(LastSnapshotSettled { committed: true });
-                        }
+                        act.committed(writer, &next, started, included);
                     }
                     WriteOutcome::Failed { writer, error } => {
                         act.slot = Slot::Idle(writer);
@@ -142,6 +122,39 @@ impl CheckpointActor {
             .wait(ctx);
     }
 
+    /// A snapshot committed with the results pending when its write
+    /// started (`included`): the writer is free again, and the view, the
+    /// metrics and the model are told.
+    pub(super) fn committed(
+        &mut self,
+        writer: CheckpointWriter,
+        next: &SnapshotReady,
+        started: Instant,
+        included: (usize, usize),
+    ) {
+        self.retry.succeeded();
+        self.drop_committed(included);
+        let token = writer.token().short();
+        self.slot = Slot::Idle(writer);
+        self.view.send_modify(|v| {
+            v.token = Some(token);
+            v.last_commit_at = Some(Utc::now());
+            v.commits += 1;
+            v.last_error = None;
+        });
+        self.metrics.emit(events::CheckpointCommitted {
+            trigger: next.trigger,
+            duration: started.elapsed(),
+            bytes: next.sealed.bytes.payload.len() as u64,
+            saved_at: next.sealed.envelope.saved_at,
+        });
+        self.report(true, next);
+        if next.last {
+            self.monitor
+                .do_send(LastSnapshotSettled { committed: true });
+        }
+    }
+
     pub(super) fn commit_batch(&mut self, writer: CheckpointWriter, ctx: &mut Context<Self>) {
         let included = (self.pending.alarms.len(), self.pending.evidence.len());
         let batch = self.pending.clone();
@@ -163,14 +176,10 @@ impl CheckpointActor {
                 self.retry.succeeded();
                 self.drop_committed(included);
                 self.slot = Slot::Idle(writer);
-                if let Some(model) = &self.model {
-                    model.do_send(settled(true));
-                }
+                self.model.do_send(settled(true));
             }
             WriteOutcome::Failed { writer, error } => {
-                if let Some(model) = &self.model {
-                    model.do_send(settled(false));
-                }
+                self.model.do_send(settled(false));
                 self.retry.failed(Instant::now());
                 tracing::warn!(monitor_id = %self.service_id, error = %error, "An evidence batch failed; it stays queued.");
                 self.metrics.emit(events::CheckpointFailed {

@@ -27,7 +27,8 @@ use record::{Documents, Views};
 
 use super::{
     MonitorActor,
-    messages::{Halt, LostOwnership},
+    handlers::LostOwnership,
+    messages::Halt,
     view::{CheckpointView, ModelView},
 };
 

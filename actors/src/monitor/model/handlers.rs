@@ -1,20 +1,71 @@
-//! The model actor's message and stream handlers.
+//! The messages the model actor takes and its stream handler.
 
 use std::time::Instant;
 
 use actix::prelude::*;
+use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use radar::{
     mqtt::{ConnectionEvent, RawMessage},
-    runtime::Trigger,
+    runtime::{Attempt, Trigger},
 };
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{BATCH, ModelActor};
-use crate::monitor::messages::{
-    AttachInput, BatchSettled, CommitReport, Connection, ContinueAlarms, Halt, InputDrained,
-    SealNow, SealedNow,
-};
+use crate::monitor::{handlers::InputDrained, messages::Halt};
+
+/// Monitor -> model: start consuming the ingress queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AttachInput {
+    pub messages: mpsc::Receiver<RawMessage>,
+}
+
+/// Ingestion -> model: the connection changed (coverage records outages).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Connection {
+    pub event: ConnectionEvent,
+}
+
+/// Monitor -> model, before any input: seal the checkpoint before
+/// subscribing and hand it to the checkpoint actor, like every other
+/// snapshot. An error says why nothing was sealed.
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct CheckpointNow {
+    pub trigger: Trigger,
+}
+
+/// Checkpoint -> model, before any input: the alarm table already holds
+/// alarms numbered up to `after`; the next one must be numbered after it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ContinueAlarms {
+    pub after: u64,
+}
+
+/// Checkpoint -> model: a snapshot committed (or could not be).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CommitReport {
+    pub committed: bool,
+    /// The attempt that committed or failed.
+    pub attempt: Attempt,
+    /// The trigger of the snapshot, to retry it when the commit failed.
+    pub trigger: Option<Trigger>,
+    pub wall: DateTime<Utc>,
+}
+
+/// Checkpoint -> model: a background evidence batch, started at `started`,
+/// committed or failed. Failed batches count toward the stall timeout.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct BatchSettled {
+    pub committed: bool,
+    pub started: Instant,
+}
 
 impl StreamHandler<Vec<RawMessage>> for ModelActor {
     fn handle(&mut self, messages: Vec<RawMessage>, ctx: &mut Self::Context) {
@@ -48,6 +99,9 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
             self.record(&step);
             self.after_step(step);
         }
+        // What no snapshot of this batch took along is written by a
+        // background evidence batch.
+        self.send_results();
         self.tally.flush(self.core.counters(), &self.metrics);
         self.log_unit_mismatches();
         self.publish();
@@ -77,10 +131,10 @@ impl Handler<AttachInput> for ModelActor {
     }
 }
 
-impl Handler<SealNow> for ModelActor {
-    type Result = Result<SealedNow, String>;
+impl Handler<CheckpointNow> for ModelActor {
+    type Result = Result<(), String>;
 
-    fn handle(&mut self, msg: SealNow, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: CheckpointNow, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
         if self.halted {
             return Err("the monitor is halted".into());
@@ -89,11 +143,10 @@ impl Handler<SealNow> for ModelActor {
             return Err("the monitor is quarantined; it never exports a snapshot again".into());
         }
         self.policy.request(msg.trigger, Instant::now());
-        let (_, attempt) = self.policy.started(Instant::now());
+        let handed = self.hand_off(msg.trigger, false);
         // The stall clock runs from here until the commit report.
         self.arm(ctx);
-        let sealed = self.seal()?;
-        Ok(SealedNow { sealed, attempt })
+        handed
     }
 }
 

@@ -16,6 +16,7 @@ use radar::{
     mqtt::payload::PayloadFormat,
     runtime::{CheckpointPolicy, MonitorCore, Silence},
     snapshot::{CheckpointKey, ProcessingCounters, SnapshotBinding},
+    store::PendingResults,
 };
 use tokio::sync::watch;
 
@@ -25,6 +26,10 @@ use crate::worker::Observer;
 mod handlers;
 mod state;
 mod timers;
+
+pub use handlers::{
+    AttachInput, BatchSettled, CheckpointNow, CommitReport, Connection, ContinueAlarms,
+};
 
 /// How often the model checks the clock-driven triggers (max interval,
 /// checkpoint timeout, freshness expiry, silence) while one of them can fall
@@ -114,6 +119,10 @@ pub struct ModelActor {
     unit_mismatches: UnitMismatches,
     policy: CheckpointPolicy,
     checkpoint: Addr<CheckpointActor>,
+    /// Alarms and evidence of the batch being handled, not yet sent: the
+    /// next snapshot sealed in the batch carries them, or one `NewResults`
+    /// at the batch's end.
+    results: PendingResults,
     monitor: Addr<MonitorActor>,
     view: watch::Sender<ModelView>,
     observer: Option<Observer>,
@@ -172,6 +181,7 @@ impl ModelActor {
             unit_mismatches: UnitMismatches::default(),
             policy: setup.policy,
             checkpoint: setup.checkpoint,
+            results: PendingResults::default(),
             monitor: setup.monitor,
             view: setup.view,
             observer: setup.observer,

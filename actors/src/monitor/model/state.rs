@@ -13,7 +13,10 @@ use radar::{
 
 use super::{ModelActor, UNIT_WARNING_EVERY, UnitMismatches, view_of};
 use crate::{
-    monitor::messages::{NewResults, Quarantined, SnapshotReady},
+    monitor::{
+        checkpoint::{NewResults, SnapshotReady},
+        handlers::Quarantined,
+    },
     worker::{Notice, Observer},
 };
 
@@ -92,18 +95,41 @@ impl ModelActor {
 
     /// Seals and hands a snapshot to the checkpoint actor.
     pub(super) fn checkpoint_now(&mut self, trigger: Trigger, last: bool) {
+        if let Err(error) = self.hand_off(trigger, last) {
+            tracing::error!(monitor_id = %self.core.service_id(), %error, "Could not seal a snapshot.");
+        }
+    }
+
+    /// Seals a snapshot and sends it to the checkpoint actor in one message
+    /// with the results produced up to it, which commit in its transaction.
+    pub(super) fn hand_off(&mut self, trigger: Trigger, last: bool) -> Result<(), String> {
         let (_, attempt) = self.policy.started(Instant::now());
         match self.seal() {
-            Ok(sealed) => self.checkpoint.do_send(SnapshotReady {
-                sealed,
-                trigger,
-                attempt,
-                last,
-            }),
-            Err(error) => {
-                tracing::error!(monitor_id = %self.core.service_id(), %error, "Could not seal a snapshot.");
-                self.policy.failed(attempt, Some(trigger), Instant::now());
+            Ok(sealed) => {
+                self.checkpoint.do_send(SnapshotReady {
+                    sealed,
+                    results: std::mem::take(&mut self.results),
+                    trigger,
+                    attempt,
+                    last,
+                });
+                Ok(())
             }
+            Err(error) => {
+                // The results wait for the next snapshot or the batch's end.
+                self.policy.failed(attempt, Some(trigger), Instant::now());
+                Err(error)
+            }
+        }
+    }
+
+    /// Sends the results no snapshot took along, for a background evidence
+    /// batch: one message per batch of input, none when there are none.
+    pub(super) fn send_results(&mut self) {
+        if !self.results.is_empty() {
+            self.checkpoint.do_send(NewResults {
+                results: std::mem::take(&mut self.results),
+            });
         }
     }
 
@@ -184,14 +210,16 @@ impl ModelActor {
     pub(super) fn after_step(&mut self, step: Step) {
         if let Some(diagnostics) = step.quarantined {
             // No checkpoint is due any more: the monitor records the failure.
+            // The results before it reach the checkpoint actor first, which
+            // drops them unwritten once it records the failure.
+            self.send_results();
             self.monitor.do_send(Quarantined { diagnostics });
             return;
         }
-        if !step.results.is_empty() {
-            self.checkpoint.do_send(NewResults {
-                results: step.results,
-            });
-        }
+        // Kept until a snapshot sealed in this batch takes them along, or
+        // the batch ends (`send_results`).
+        self.results.alarms.extend(step.results.alarms);
+        self.results.evidence.extend(step.results.evidence);
         if step.frame.is_some() {
             self.policy.on_frames(1, Instant::now());
         }

@@ -1,12 +1,14 @@
 //! Starting one monitor, in the order recovery requires: read and verify
 //! the snapshot before decoding it, restore or start fresh, commit a
-//! checkpoint before subscribing, then subscribe. A graph run is admitted
+//! checkpoint before subscribing, then subscribe. That checkpoint takes the
+//! path of every other: the model seals it, the checkpoint actor commits it
+//! (its first write claims or resumes the row) and reports the commit; the
+//! start only waits for the outcome. A graph run is admitted
 //! first (its run must be this monitor's, not finished and not asked to
 //! stop) and its bound revision compiled; a refused run ends the monitor
 //! without touching its snapshot.
 
 mod admit;
-mod first_commit;
 mod load;
 mod steps;
 
@@ -24,17 +26,15 @@ use uuid::Uuid;
 
 use self::admit::admit;
 use self::steps::{
-    Running, attach_observer, commit_before_subscribing, hand_over_the_writer,
-    restore_or_start_fresh, seal_before_subscribing, start_checkpoint_actor, start_health_actor,
-    start_model_actor, subscribe,
+    Actors, Running, attach_observer, checkpoint_before_subscribing, restore_or_start_fresh,
+    start_actors, start_health_actor, subscribe,
 };
 use super::{
     MonitorActor,
-    checkpoint::CheckpointActor,
+    checkpoint::{CheckpointActor, FirstCommitError, FirstWrite},
     health::{HealthActor, HealthInputs},
     ingestion::IngestionActor,
-    messages::{AttachInput, SealedNow},
-    model::ModelActor,
+    model::{AttachInput, ModelActor},
 };
 use crate::worker::WorkerContext;
 
@@ -91,6 +91,15 @@ enum StartError {
 impl From<ExitReason> for StartError {
     fn from(reason: ExitReason) -> Self {
         Self::Exit(reason)
+    }
+}
+
+impl From<FirstCommitError> for StartError {
+    fn from(error: FirstCommitError) -> Self {
+        match error {
+            FirstCommitError::Superseded(reason) => Self::Superseded(reason),
+            FirstCommitError::Failed(reason) => Self::Exit(reason),
+        }
     }
 }
 
@@ -152,26 +161,21 @@ async fn start_once(
     metrics.emit(events::DetectorPhaseChanged {
         phase: core.phase().into(),
     });
-    let (checkpoint, checkpoint_rx) =
-        start_checkpoint_actor(&worker, id, &monitor, &metrics, &span);
-    let keep_open = core.open_alarm_opened_at();
-    let (model_thread, model, model_rx) = start_model_actor(
-        &worker,
-        core,
-        binding,
-        &checkpoint,
-        &monitor,
-        &metrics,
-        &span,
-    )?;
-    let running = Running { model, checkpoint };
-    let SealedNow { sealed, attempt } = seal_before_subscribing(&running).await?;
-    let graph_run = config.graph.is_some();
-    let writer = commit_before_subscribing(
-        &worker, &running, &sealed, loaded, keep_open, graph_run, &metrics,
-    )
-    .await?;
-    let reporter = hand_over_the_writer(&running, writer, attempt, &metrics);
+    let (reply, outcome) = tokio::sync::oneshot::channel();
+    let first = FirstWrite {
+        store: worker.store.clone(),
+        loaded,
+        keep_open: core.open_alarm_opened_at(),
+        graph_run: config.graph.is_some(),
+        outcome: reply,
+    };
+    let Actors {
+        running,
+        model_thread,
+        model_rx,
+        checkpoint_rx,
+    } = start_actors(&worker, core, binding, first, &monitor, &metrics, &span)?;
+    let reporter = checkpoint_before_subscribing(&running, outcome).await?;
     let ingestion = subscribe(&worker, id, &config, &running)?;
     running.model.do_send(AttachInput {
         messages: ingestion.messages,

@@ -1,28 +1,26 @@
 //! The named steps of `start_once`, in the order it takes them.
 
 use actix::prelude::*;
-use chrono::Utc;
-use radar::telemetry::{MonitorTelemetry, events};
+use radar::telemetry::MonitorTelemetry;
 use radar::{
     config::MonitorConfig,
     graph::CompiledGraph,
     mqtt::{self, IngestOptions},
-    runtime::{Attempt, CheckpointPolicy, ExitReason, MonitorCore, Trigger},
-    snapshot::{FencingToken, SealedSnapshot, SnapshotBinding},
-    store::{CheckpointWriter, HealthReporter, MonitorRow},
+    runtime::{CheckpointPolicy, ExitReason, MonitorCore, Trigger},
+    snapshot::{FencingToken, SnapshotBinding},
+    store::{HealthReporter, MonitorRow},
 };
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
-use super::first_commit::first_commit;
 use super::load::{fresh, load};
 use super::{ModelThread, StartError};
 use crate::monitor::{
     MonitorActor,
-    checkpoint::{CheckpointActor, Claimed},
+    checkpoint::{CheckpointActor, CheckpointSetup, FirstOutcome, FirstWrite},
     health::{HealthActor, HealthInputs},
-    messages::{CommitReport, ContinueAlarms, Halt, SealNow, SealedNow},
-    model::{ModelActor, ModelSetup},
+    messages::Halt,
+    model::{CheckpointNow, ModelActor, ModelSetup},
     view::{CheckpointView, ModelView, Ownership},
 };
 use crate::worker::{MonitorWatch, WorkerContext};
@@ -64,44 +62,31 @@ pub(super) async fn restore_or_start_fresh(
     }
 }
 
-/// Starts the checkpoint actor, which owns the writer once the first
-/// commit hands it over; returns its view for health and the observer.
-pub(super) fn start_checkpoint_actor(
-    worker: &WorkerContext,
-    id: Uuid,
-    monitor: &Addr<MonitorActor>,
-    metrics: &MonitorTelemetry,
-    span: &tracing::Span,
-) -> (Addr<CheckpointActor>, watch::Receiver<CheckpointView>) {
-    let (checkpoint_view, checkpoint_rx) =
-        watch::channel(CheckpointView::new(match worker.store {
-            Some(_) => Ownership::Owner,
-            None => Ownership::Disabled,
-        }));
-    let checkpoint = CheckpointActor::new(
-        id,
-        worker.checkpoint_timeout(),
-        monitor.clone(),
-        checkpoint_view,
-        metrics.clone(),
-        span.clone(),
-    )
-    .start();
-    (checkpoint, checkpoint_rx)
+/// The actors a start got running, and the views they publish.
+pub(super) struct Actors {
+    pub(super) running: Running,
+    pub(super) model_thread: ModelThread,
+    pub(super) model_rx: watch::Receiver<ModelView>,
+    pub(super) checkpoint_rx: watch::Receiver<CheckpointView>,
 }
 
-/// Starts the model actor on the monitor's own thread; returns its view for
-/// health and the observer. If the thread cannot start, the checkpoint
-/// actor is halted.
-pub(super) fn start_model_actor(
+/// Starts the model actor on the monitor's own thread and the checkpoint
+/// actor, each with the other's address; the checkpoint actor's first write
+/// is `first`. Nothing runs if the model's thread cannot start.
+pub(super) fn start_actors(
     worker: &WorkerContext,
     core: MonitorCore,
     binding: SnapshotBinding,
-    checkpoint: &Addr<CheckpointActor>,
+    first: FirstWrite,
     monitor: &Addr<MonitorActor>,
     metrics: &MonitorTelemetry,
     span: &tracing::Span,
-) -> Result<(ModelThread, Addr<ModelActor>, watch::Receiver<ModelView>), ExitReason> {
+) -> Result<Actors, ExitReason> {
+    // The checkpoint actor's address exists before it runs: the model
+    // reports to it, and it reports commits to the model.
+    let id = core.service_id();
+    let checkpoint_ctx = Context::<CheckpointActor>::new();
+    let checkpoint = checkpoint_ctx.address();
     let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
     let setup = ModelSetup {
         core,
@@ -116,111 +101,69 @@ pub(super) fn start_model_actor(
         metrics: metrics.clone(),
         span: span.clone(),
     };
-    let model_thread = match ModelThread::spawn() {
-        Ok(thread) => thread,
-        Err(e) => {
-            let reason = ExitReason::StartupFailed {
-                reason: format!(
-                    "could not start the monitor's model thread: {e}; the worker may be out of threads or file descriptors (see its RLIMIT_NOFILE)"
-                ),
-            };
-            checkpoint.do_send(Halt {
-                reason: reason.clone(),
-            });
-            return Err(reason);
-        }
-    };
+    let model_thread = ModelThread::spawn().map_err(|e| ExitReason::StartupFailed {
+        reason: format!(
+            "could not start the monitor's model thread: {e}; the worker may be out of threads or file descriptors (see its RLIMIT_NOFILE)"
+        ),
+    })?;
     let model =
         ModelActor::start_in_arbiter(&model_thread.0.handle(), move |_| ModelActor::new(setup));
-    Ok((model_thread, model, model_rx))
+    let (view, checkpoint_rx) = watch::channel(CheckpointView::new(match worker.store {
+        Some(_) => Ownership::Owner,
+        None => Ownership::Disabled,
+    }));
+    checkpoint_ctx.run(CheckpointActor::new(CheckpointSetup {
+        service_id: id,
+        timeout: worker.checkpoint_timeout(),
+        first,
+        model: model.clone(),
+        monitor: monitor.clone(),
+        view,
+        metrics: metrics.clone(),
+        span: span.clone(),
+    }));
+    Ok(Actors {
+        running: Running { model, checkpoint },
+        model_thread,
+        model_rx,
+        checkpoint_rx,
+    })
 }
 
-/// Asks the model for the snapshot of the checkpoint before subscribing.
-pub(super) async fn seal_before_subscribing(running: &Running) -> Result<SealedNow, StartError> {
-    match running
+/// The checkpoint before subscribing: the model seals it and hands it to
+/// the checkpoint actor, whose first write claims a fresh monitor's row
+/// (one winner among racing workers) or replaces exactly the snapshot the
+/// start loaded, and reports the commit to the model like every other.
+/// Returns the health reporter that follows the writer (none when database
+/// writes are disabled); a failure halts both actors.
+pub(super) async fn checkpoint_before_subscribing(
+    running: &Running,
+    outcome: oneshot::Receiver<FirstOutcome>,
+) -> Result<Option<HealthReporter>, StartError> {
+    let sealed = running
         .model
-        .send(SealNow {
+        .send(CheckpointNow {
             trigger: Trigger::BeforeSubscribing,
         })
-        .await
-    {
-        Ok(Ok(sealed)) => Ok(sealed),
-        Ok(Err(error)) => {
-            let reason = ExitReason::Failed { error };
-            running.halt(&reason);
-            Err(reason.into())
+        .await;
+    let result = match sealed {
+        Ok(Ok(())) => match outcome.await {
+            Ok(first) => first.map_err(StartError::from),
+            Err(_) => Err(ExitReason::Failed {
+                error: "the checkpoint actor stopped before the first checkpoint committed".into(),
+            }
+            .into()),
+        },
+        Ok(Err(error)) => Err(ExitReason::Failed { error }.into()),
+        Err(e) => Err(ExitReason::Failed {
+            error: format!("model actor unavailable: {e}"),
         }
-        Err(e) => {
-            let reason = ExitReason::Failed {
-                error: format!("model actor unavailable: {e}"),
-            };
-            running.halt(&reason);
-            Err(reason.into())
-        }
-    }
-}
-
-/// The checkpoint before subscribing: a fresh monitor claims its row (one
-/// winner among racing workers), a restored one replaces exactly the
-/// snapshot it loaded. Returns no writer when database writes are disabled.
-pub(super) async fn commit_before_subscribing(
-    worker: &WorkerContext,
-    running: &Running,
-    sealed: &SealedSnapshot,
-    loaded: Option<FencingToken>,
-    keep_open: Option<chrono::DateTime<Utc>>,
-    graph_run: bool,
-    metrics: &MonitorTelemetry,
-) -> Result<Option<CheckpointWriter>, StartError> {
-    let commit_started = std::time::Instant::now();
-    let Some(store) = &worker.store else {
-        return Ok(None);
+        .into()),
     };
-    match first_commit(store, sealed, loaded, keep_open, graph_run).await {
-        Ok((writer, alarms)) => {
-            // Before any input reaches the model (messages keep their order).
-            running.model.do_send(ContinueAlarms {
-                after: alarms.highest_seq,
-            });
-            metrics.emit(events::CheckpointCommitted {
-                trigger: Trigger::BeforeSubscribing,
-                duration: commit_started.elapsed(),
-                bytes: sealed.bytes.payload.len() as u64,
-                saved_at: sealed.envelope.saved_at,
-            });
-            Ok(Some(writer))
-        }
-        Err(error) => {
-            let (StartError::Superseded(reason) | StartError::Exit(reason)) = &error;
-            running.halt(reason);
-            Err(error)
-        }
+    if let Err(StartError::Superseded(reason) | StartError::Exit(reason)) = &result {
+        running.halt(reason);
     }
-}
-
-/// Reports the first commit to the model and hands the writer (if any) to
-/// the checkpoint actor; returns the health reporter that follows it.
-pub(super) fn hand_over_the_writer(
-    running: &Running,
-    writer: Option<CheckpointWriter>,
-    attempt: Attempt,
-    metrics: &MonitorTelemetry,
-) -> Option<HealthReporter> {
-    let reporter = writer.as_ref().map(CheckpointWriter::health_reporter);
-    if writer.is_some() {
-        metrics.emit(events::OwnershipAcquired);
-    }
-    running.model.do_send(CommitReport {
-        committed: true,
-        attempt,
-        trigger: Some(Trigger::BeforeSubscribing),
-        wall: Utc::now(),
-    });
-    running.checkpoint.do_send(Claimed {
-        writer,
-        model: running.model.clone(),
-    });
-    reporter
+    result
 }
 
 /// Spawns the monitor's MQTT connection, which subscribes to its readings.

@@ -1,0 +1,209 @@
+//! The checkpoint actor's first write: claiming or replacing the snapshot
+//! row, then reconciling the alarms. It settles like every commit (see
+//! `writes::committed`); the start that waits for it learns the outcome.
+
+use std::time::Instant;
+
+use actix::prelude::*;
+use chrono::{DateTime, Utc};
+use radar::{
+    runtime::ExitReason,
+    snapshot::{FencingToken, SealedSnapshot},
+    store::{
+        AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim, HealthReporter,
+        PendingResults, ReconcileError, WriteOutcome,
+    },
+    telemetry::events,
+};
+use tokio::sync::oneshot;
+
+use super::{CheckpointActor, Slot, SnapshotReady};
+use crate::monitor::model::ContinueAlarms;
+
+/// What the first write needs, and who waits for its outcome.
+pub struct FirstWrite {
+    /// `None`: database writes are disabled; nothing is claimed.
+    pub store: Option<CheckpointStore>,
+    /// The token of the snapshot the start loaded (`None`: a fresh
+    /// monitor, whose row is claimed).
+    pub loaded: Option<FencingToken>,
+    /// The opening time of the alarm the restored detector still has open.
+    pub keep_open: Option<DateTime<Utc>>,
+    /// A graph run's writes are fenced by its failure record too.
+    pub graph_run: bool,
+    /// The start, waiting to subscribe.
+    pub outcome: oneshot::Sender<FirstOutcome>,
+}
+
+/// How the first write ended: the health reporter that follows the writer
+/// (`None`: database writes are disabled), or why this worker does not own
+/// the monitor.
+pub type FirstOutcome = Result<Option<HealthReporter>, FirstCommitError>;
+
+/// Why the first write did not make this worker the owner.
+#[derive(Debug)]
+pub enum FirstCommitError {
+    /// Another worker committed after the load: the start loads again.
+    Superseded(ExitReason),
+    /// The start fails with this reason.
+    Failed(ExitReason),
+}
+
+impl From<ExitReason> for FirstCommitError {
+    fn from(reason: ExitReason) -> Self {
+        Self::Failed(reason)
+    }
+}
+
+impl CheckpointActor {
+    /// Commits the checkpoint before subscribing and hands its outcome to
+    /// the start. A failure is not retried: the start ends (or, superseded,
+    /// starts again) and halts this actor.
+    pub(super) fn commit_first(
+        &mut self,
+        first: FirstWrite,
+        next: SnapshotReady,
+        ctx: &mut Context<Self>,
+    ) {
+        let FirstWrite {
+            store,
+            loaded,
+            keep_open,
+            graph_run,
+            outcome,
+        } = first;
+        let Some(store) = store else {
+            // Nothing is written: the model never waits for a commit.
+            self.slot = Slot::Disabled;
+            self.view.send_modify(|v| {
+                v.last_commit_at = Some(Utc::now());
+                v.commits += 1;
+            });
+            self.report(true, &next);
+            let _ = outcome.send(Ok(None));
+            return;
+        };
+        let started = Instant::now();
+        let sealed = next.sealed.clone();
+        async move { first_commit(&store, &sealed, loaded, keep_open, graph_run).await }
+            .into_actor(self)
+            .map(move |result, act, ctx| {
+                let _span = act.span.clone().entered();
+                match result {
+                    Ok((writer, alarms)) => {
+                        // Before any input reaches the model (its mailbox
+                        // keeps the order; the start attaches the input
+                        // once `outcome` answers).
+                        act.model.do_send(ContinueAlarms {
+                            after: alarms.highest_seq,
+                        });
+                        act.metrics.emit(events::OwnershipAcquired);
+                        let reporter = writer.health_reporter();
+                        act.committed(writer, &next, started, (0, 0));
+                        let _ = outcome.send(Ok(Some(reporter)));
+                    }
+                    Err(error) => {
+                        // The start halts this actor; nothing is written.
+                        act.slot = Slot::Lost;
+                        let _ = outcome.send(Err(error));
+                    }
+                }
+                act.drive(ctx);
+                act.arm(ctx);
+            })
+            .wait(ctx);
+    }
+}
+
+/// The checkpoint before subscribing, then the alarm reconciliation: a
+/// detector restored after a hard crash does not know alarms that a
+/// background batch committed after its snapshot. They are closed (it would
+/// never close them) and new alarms are numbered after every stored one.
+async fn first_commit(
+    store: &CheckpointStore,
+    sealed: &SealedSnapshot,
+    loaded: Option<FencingToken>,
+    keep_open: Option<DateTime<Utc>>,
+    graph_run: bool,
+) -> Result<(CheckpointWriter, AlarmReconciliation), FirstCommitError> {
+    let id = sealed.envelope.service_id;
+    let writer = claim_or_replace(store, sealed, loaded, graph_run).await?;
+    match writer.reconcile_alarms(keep_open).await {
+        Ok((writer, found)) => {
+            if found.closed > 0 {
+                tracing::warn!(monitor_id = %id, closed = found.closed, highest_alarm_seq = found.highest_seq, "Closed alarms left open after the restored snapshot: the detector rolled back past their opening and would never close them.");
+            }
+            Ok((writer, found))
+        }
+        Err(ReconcileError::OwnershipLost(lost)) => Err(FirstCommitError::Superseded(
+            superseded_while_starting(&lost),
+        )),
+        Err(ReconcileError::Failed(error)) => Err(ExitReason::Failed {
+            error: format!(
+                "closing the alarms monitor {id} left open before its restart failed: {error}"
+            ),
+        }
+        .into()),
+    }
+}
+
+async fn claim_or_replace(
+    store: &CheckpointStore,
+    sealed: &SealedSnapshot,
+    loaded: Option<FencingToken>,
+    graph_run: bool,
+) -> Result<CheckpointWriter, FirstCommitError> {
+    let id = sealed.envelope.service_id;
+    // A graph run's writes, this first one included, are fenced by its
+    // failure record too: a replacement admitted before the failure
+    // committed must not go on with the failed generation.
+    let fence = |writer: CheckpointWriter| {
+        if graph_run {
+            writer.fenced_by_graph_run()
+        } else {
+            writer
+        }
+    };
+    match loaded {
+        None => match store.claim(sealed).await {
+            Ok(Claim::Won(writer)) => Ok(fence(writer)),
+            Ok(Claim::Lost(lost)) => Err(FirstCommitError::Superseded(superseded_while_starting(
+                &lost,
+            ))),
+            Err(e) => Err(ExitReason::Failed {
+                error: format!("the first checkpoint of monitor {id} failed: {e}"),
+            }
+            .into()),
+        },
+        Some(token) => match fence(store.resume(id, token))
+            .checkpoint(sealed, &PendingResults::default())
+            .await
+        {
+            WriteOutcome::Committed(writer) => Ok(writer),
+            WriteOutcome::OwnershipLost(lost) => Err(FirstCommitError::Superseded(
+                superseded_while_starting(&lost),
+            )),
+            WriteOutcome::Failed { error, .. } => Err(ExitReason::Failed {
+                error: format!(
+                    "the checkpoint before subscribing of monitor {id} failed: {e}",
+                    e = error
+                ),
+            }
+            .into()),
+        },
+    }
+}
+
+/// Another worker committed between this worker's load and its first
+/// commit. Nothing was computed or written here yet, so this is not a
+/// terminal ownership loss: the monitor starts again from the newer
+/// snapshot after the restart backoff (in a rolling update the newcomer
+/// must end up owning the monitor, not nobody).
+fn superseded_while_starting(lost: &radar::store::OwnershipLost) -> ExitReason {
+    ExitReason::Failed {
+        error: format!(
+            "another worker committed a newer snapshot while this one was starting \
+             ({lost}); starting again from that snapshot"
+        ),
+    }
+}
