@@ -20,7 +20,7 @@
 //! This crate has no actor runtime; `radar-actors` drives it.
 //!
 //! # Workspace
-//! - `radar` (this crate, `src/`): the pure domain, the PostgreSQL store and MQTT ingestion.
+//! - `radar` (`src/`, this crate): the pure domain, the PostgreSQL store and MQTT ingestion.
 //! - `radar-actors` (`actors/`): the actix actors and the `radar` binary.
 //! - `radar-demo` (`demo/`): the simulated plant, its monitors and the embedded
 //!   broker of `radar demo`.
