@@ -23,14 +23,16 @@ WORKDIR /src
 # (embedded by the migration macro at compile time). See .dockerignore.
 # Cargo loads every workspace member's manifest and targets even to build
 # one package, so the test tools (chaos, bench, testkit) come along; they
-# are not compiled.
+# are not compiled. The binary is built from src, actors and demo.
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY actors/Cargo.toml actors/Cargo.toml
+COPY demo/Cargo.toml demo/Cargo.toml
 COPY chaos chaos
 COPY bench bench
 COPY testkit testkit
 COPY src src
 COPY actors/src actors/src
+COPY demo/src demo/src
 COPY migrations migrations
 # The registry and target caches survive between builds on one builder; the
 # binary is copied out in the same step because the cache mount is not part

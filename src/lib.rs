@@ -6,7 +6,6 @@
 //! - [`align`]: admission of observations, watermarks and frames (pure).
 //! - [`coverage`]: the versioned history of covered time and gaps (pure).
 //! - [`detector`]: phases, static fit, calibrated threshold, alarms (pure).
-//! - [`demo`]: the simulated plant, its monitors and the embedded broker of `radar demo`.
 //! - [`graph`]: graph definitions, the semantics hash, the executor and quarantine (pure).
 //! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
 //!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
@@ -19,11 +18,19 @@
 //! - [`tls`]: rustls client configurations for the broker and PostgreSQL.
 //!
 //! This crate has no actor runtime; `radar-actors` drives it.
+//!
+//! # Workspace
+//! - `radar` (`src/`, this crate): the pure domain, the PostgreSQL store and MQTT ingestion.
+//! - `radar-actors` (`actors/`): the actix actors and the `radar` binary.
+//! - `radar-demo` (`demo/`): the simulated plant, its monitors and the embedded
+//!   broker of `radar demo`.
+//! - `radar-testkit` (`testkit/`): the helpers every test shares.
+//! - `radar-bench` (`bench/`): benchmarks and the `radar-bench` harness.
+//! - `radar-chaos` (`chaos/`): the fault-injection driver of `scripts/chaos`.
 
 pub mod align;
 pub mod config;
 pub mod coverage;
-pub mod demo;
 pub mod detector;
 pub mod graph;
 pub mod mqtt;

@@ -2,6 +2,7 @@
 //! stack (parsed as YAML) and the Dockerfile (checked rule by rule; CI
 //! needs no Docker engine and no linter for this).
 
+use radar_testkit::workspace;
 use serde_norway::Value;
 
 const STACK: &str = include_str!("../deploy/docker-stack.yml");
@@ -275,5 +276,49 @@ fn the_build_context_leaves_out_build_output_history_and_secrets() {
     let lines: Vec<&str> = DOCKERIGNORE.lines().map(str::trim).collect();
     for excluded in ["**/target", ".git", ".env", "fuzz/artifacts"] {
         assert!(lines.contains(&excluded), ".dockerignore lacks {excluded}");
+    }
+}
+
+/// The paths the builder stage copies (every source of every COPY).
+fn builder_copies() -> Vec<String> {
+    let all = instructions();
+    let runtime_start = all.iter().rposition(|i| i.starts_with("FROM ")).unwrap();
+    let copies = with_keyword(&all[..runtime_start], "COPY");
+    copies
+        .iter()
+        .flat_map(|c| {
+            let args: Vec<&str> = c
+                .split_whitespace()
+                .skip(1)
+                .filter(|a| !a.starts_with("--"))
+                .collect();
+            let sources = &args[..args.len().saturating_sub(1)];
+            sources.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn the_image_build_gets_the_manifest_and_sources_of_every_workspace_member() {
+    // Cargo reads every member's manifest to build one package, and the
+    // binary compiles the library crates it depends on: a member missing
+    // here fails `docker build` only, which CI runs last.
+    let copies = builder_copies();
+    let ignore: Vec<&str> = DOCKERIGNORE.lines().map(str::trim).collect();
+    for member in workspace::members() {
+        let (manifest, sources) = match member.folder.as_str() {
+            "." => ("Cargo.toml".to_string(), "src".to_string()),
+            f => (format!("{f}/Cargo.toml"), format!("{f}/src")),
+        };
+        let copied = |path: &str| copies.iter().any(|c| c == path || *c == member.folder);
+        assert!(copied(&manifest), "the Dockerfile does not copy {manifest}");
+        assert!(copied(&sources), "the Dockerfile does not copy {sources}");
+        for allowed in [format!("!{manifest}"), format!("!{sources}/**")] {
+            assert!(
+                ignore.contains(&allowed.as_str()),
+                ".dockerignore lacks {allowed} ({} is a workspace member)",
+                member.package
+            );
+        }
     }
 }

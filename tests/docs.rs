@@ -1,6 +1,8 @@
-//! The operator documentation stays in step with the code.
+//! The operator documentation and the workspace list of src/lib.rs stay in
+//! step with the code.
 
 use radar::config::{DEVELOPMENT_KEY, VARIABLES};
+use radar_testkit::workspace;
 
 const README: &str = include_str!("../README.md");
 const ENV_EXAMPLE: &str = include_str!("../.env.example");
@@ -47,4 +49,47 @@ fn the_default_settings_file_loads() {
     let vars = vec![("RADAR_CONFIG_FILE".to_string(), path.to_string())];
     let flags = figment::providers::Serialized::defaults(serde_json::json!({}));
     radar::config::Settings::load(&vars, flags).expect("config/default.toml is valid");
+}
+
+/// The crates the `# Workspace` section of src/lib.rs lists, with the line of each.
+fn documented_crates() -> Vec<(String, String)> {
+    let lib = include_str!("../src/lib.rs");
+    lib.lines()
+        .skip_while(|l| *l != "//! # Workspace")
+        .skip(1)
+        .take_while(|l| !l.starts_with("//! #"))
+        .filter_map(|l| {
+            let name = l.strip_prefix("//! - `")?.split('`').next()?;
+            Some((name.to_string(), l.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_library_doc_lists_exactly_the_workspace_crates_with_their_folders() {
+    let documented = documented_crates();
+    let members = workspace::members();
+    for member in &members {
+        let (_, line) = documented
+            .iter()
+            .find(|(name, _)| *name == member.package)
+            .unwrap_or_else(|| {
+                panic!(
+                    "src/lib.rs (# Workspace) does not list the crate {}",
+                    member.package
+                )
+            });
+        let folder = member.shown_folder();
+        assert!(
+            line.contains(&format!("(`{folder}`")),
+            "src/lib.rs lists {} without its folder {folder}: {line}",
+            member.package
+        );
+    }
+    for (name, _) in &documented {
+        assert!(
+            members.iter().any(|m| m.package == *name),
+            "src/lib.rs (# Workspace) lists {name}, which is not a workspace member"
+        );
+    }
 }

@@ -305,7 +305,7 @@ fn serve_rumqttd_for_the_interop_test() {
     else {
         return;
     };
-    let _broker = radar::demo::start_embedded_broker_on(port).expect("start rumqttd");
+    let _broker = radar_demo::start_embedded_broker_on(port).expect("start rumqttd");
     loop {
         std::thread::park();
     }

@@ -24,6 +24,7 @@
 //! - [`http`] and [`exposition`]: `/metrics` fetched and parsed.
 //! - [`graph`]: the example graph and graph-store fixtures; [`certs`]: a
 //!   throwaway certificate authority.
+//! - [`workspace`]: the workspace members as the manifests declare them.
 //!
 //! `anyhow`, `expect` and panics are fine here: a helper that fails says
 //! what it did or waited for and what it saw, which is what a red test
@@ -45,6 +46,7 @@ pub mod publisher;
 pub mod rows;
 pub mod telemetry;
 pub mod worker;
+pub mod workspace;
 
 /// What the worker tests use most, for `use radar_testkit::prelude::*`.
 pub mod prelude {

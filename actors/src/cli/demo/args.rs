@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use radar::demo::{DEFAULT_DEMO_DATABASE, MAX_SPEED, READINGS, check_database_name};
+use radar_demo::{DEFAULT_DEMO_DATABASE, MAX_SPEED, READINGS, check_database_name};
 
 /// Published messages per second above which the demo refuses to start
 /// (about what one loopback broker delivers at QoS 1 on a small machine).

@@ -4,10 +4,8 @@
 use std::{process::ExitCode, time::Instant};
 
 use chrono::Utc;
-use radar::{
-    demo::{PublishReport, READINGS},
-    telemetry::Board,
-};
+use radar::telemetry::Board;
+use radar_demo::{PublishReport, READINGS};
 
 use super::{
     DemoArgs, Ended,

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use radar::{demo::PublishReport, telemetry::Board};
+use radar::telemetry::Board;
+use radar_demo::{CALIBRATION_FRAMES, PublishReport, READINGS, TRAINING_FRAMES};
 use tokio::sync::{broadcast, watch};
 
 use super::{
@@ -14,7 +15,6 @@ use super::{
     stop_publisher,
 };
 use crate::worker::{Notice, RunningWorker, WorkerOutcome, shutdown_signal};
-use radar::demo::{CALIBRATION_FRAMES, READINGS, TRAINING_FRAMES};
 
 /// The demo while it runs: the display, the trackers and what they read.
 pub(super) struct Live {

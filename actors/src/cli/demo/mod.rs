@@ -29,12 +29,9 @@ mod storage;
 use std::{io::Write as _, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
-use radar::{
-    config::Settings,
-    demo::{
-        EmbeddedBroker, Plant, PlantConfig, PublishReport, monitor_configs, start_embedded_broker,
-    },
-    telemetry::Telemetry,
+use radar::{config::Settings, telemetry::Telemetry};
+use radar_demo::{
+    EmbeddedBroker, Plant, PlantConfig, PublishReport, monitor_configs, start_embedded_broker,
 };
 use tokio::sync::watch;
 

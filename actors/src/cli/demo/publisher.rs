@@ -8,7 +8,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use radar::demo::{Plant, PublishOptions, PublishReport, READINGS, publish_plant};
+use radar_demo::{Plant, PublishOptions, PublishReport, READINGS, publish_plant};
 use tokio::sync::{oneshot, watch};
 
 use super::{DemoArgs, report::Tracked};

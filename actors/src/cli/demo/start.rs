@@ -12,10 +12,10 @@ use anyhow::Context as _;
 use chrono::Utc;
 use radar::{
     config::Settings,
-    demo::{CALIBRATION_FRAMES, EmbeddedBroker, TRAINING_FRAMES, detector_settings},
     snapshot::CheckpointKey,
     telemetry::{Board, MonitorState, Telemetry},
 };
+use radar_demo::{CALIBRATION_FRAMES, EmbeddedBroker, TRAINING_FRAMES, detector_settings};
 use uuid::Uuid;
 
 use super::{DemoArgs, Ended, display::Console, report::Tracked, storage::Storage};

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use radar::{
     config::{MonitorConfig, Settings},
-    demo::{DemoError, MonitorOrigin, demo_monitors, in_memory_monitors, prepare_database, redact},
     store::{self, CheckpointStore, MonitorRow, Services},
+};
+use radar_demo::{
+    DemoError, MonitorOrigin, demo_monitors, in_memory_monitors, prepare_database, redact,
 };
 
 use crate::worker::{MonitorSource, POOL_SIZE};

@@ -11,10 +11,10 @@ use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
 use radar::{
-    demo::{FaultKind, READINGS},
     detector::Phase,
     telemetry::{Board, MonitorState},
 };
+use radar_demo::{FaultKind, READINGS};
 use serde::Serialize;
 use uuid::Uuid;
 

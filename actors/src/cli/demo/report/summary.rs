@@ -5,10 +5,10 @@
 use chrono::{DateTime, Utc};
 use radar::{
     coverage::{CoverageHistory, GapCause},
-    demo::{FaultKind, PublishReport, READINGS, WindowTimes},
     detector::Phase,
     telemetry::{Board, MonitorState, MonitorView},
 };
+use radar_demo::{FaultKind, PublishReport, READINGS, WindowTimes};
 use serde::Serialize;
 use uuid::Uuid;
 

@@ -12,14 +12,14 @@ use std::time::Duration;
 use chrono::Utc;
 use diesel::{QueryableByName, sql_types::BigInt};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use radar::{
+    config::MonitorConfig,
+    store::{self, MonitorRow, Services},
+};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::DemoError;
-use crate::{
-    config::MonitorConfig,
-    store::{self, MonitorRow, Services},
-};
 
 /// The database the demo creates next to the one `DATABASE_URL` names.
 pub const DEFAULT_DEMO_DATABASE: &str = "radar_demo";

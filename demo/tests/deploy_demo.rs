@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use radar::demo::{
+use radar_demo::{
     OfflineRun, Plant, PlantConfig, PublishOptions, READINGS, publish_plant, run_offline,
     start_embedded_broker,
 };
@@ -304,7 +304,7 @@ async fn the_publisher_holds_each_tick_until_subscribers_took_in_the_last_and_ne
     .unwrap();
     assert_eq!(report.ticks, 2);
     assert!(
-        started.elapsed() >= radar::demo::GATE_WAIT_MAX,
+        started.elapsed() >= radar_demo::GATE_WAIT_MAX,
         "tick 1 went out after {:?}, before tick 0 was taken in",
         started.elapsed()
     );
@@ -320,7 +320,7 @@ async fn the_publisher_holds_each_tick_until_subscribers_took_in_the_last_and_ne
         .unwrap();
     assert_eq!(report.ticks, 2);
     assert!(
-        started.elapsed() < radar::demo::GATE_WAIT_MAX,
+        started.elapsed() < radar_demo::GATE_WAIT_MAX,
         "an ungated publisher waited {:?}",
         started.elapsed()
     );

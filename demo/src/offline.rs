@@ -4,13 +4,13 @@
 //! simulated time, and a quick preview of what a live demo will show.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::Serialize;
-
-use super::{DemoError, FaultWindow, Plant, PlantConfig, monitors::monitor_configs};
-use crate::{
+use radar::{
     align::{Admission, Aligner, Observation},
     detector::{AlarmEvent, Detector, Outcome},
 };
+use serde::Serialize;
+
+use super::{DemoError, FaultWindow, Plant, PlantConfig, monitors::monitor_configs};
 
 /// Simulated time of tick 0 in offline runs: 2026-01-01 08:00 UTC.
 const EPOCH_SECONDS: i64 = 1_767_254_400;

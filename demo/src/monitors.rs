@@ -1,7 +1,7 @@
 //! The monitor definitions of the simulated plant: one per pump, scoring
 //! all four readings, with settings suited to its signals.
 
-use crate::{
+use radar::{
     align::AlignmentPolicy,
     config::{MonitorConfig, ReadingConfig},
     detector::{AlarmRule, DetectorSettings, LevelTracking},
@@ -119,7 +119,7 @@ pub fn monitor_toml(config: &MonitorConfig) -> Result<String, DemoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo::PlantConfig;
+    use crate::PlantConfig;
 
     #[test]
     fn every_demo_monitor_is_valid_and_its_toml_reads_back_identically() {

@@ -1,6 +1,9 @@
-//! The embedded demo: a simulated plant, its monitors, an in-process MQTT
-//! broker and a publisher that plays the plant into the broker.
+//! radar-demo: the embedded demo of `radar demo`: a simulated plant, its
+//! monitors, an in-process MQTT broker and a publisher that plays the plant
+//! into the broker. It uses the `radar` library (monitor definitions, the
+//! aligner and detector, the store); `radar-actors` runs it with a worker.
 //!
+//! # Layout
 //! - `plant`: the pure, seeded simulation (noise, correlated readings,
 //!   daily drift, scheduled faults with their windows).
 //! - `monitors`: one valid monitor definition per simulated machine.
