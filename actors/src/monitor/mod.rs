@@ -31,6 +31,7 @@ use radar::{
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+pub use health::HealthBeats;
 pub use messages::Stop;
 pub use view::{CheckpointView, ModelView, Ownership};
 
