@@ -1,8 +1,15 @@
-//! The health actor: reads only what the other actors published (never
+//! A monitor's health: reads only what the other actors published (never
 //! waits on the model), decides the monitor's state, detects stalls, and
 //! writes the operational status. Its database write compares the snapshot
 //! signature without taking the row lock, so a heartbeat lands even while an
 //! evidence transaction is blocked.
+//!
+//! - `beat`: one monitor's beat (assessment, metrics, the record to write).
+//! - `driver`: the worker's one timer that beats every monitor.
+//! - `grid`: which monitors a tick beats.
+//! - `record`: the status record and whether the last one written is current.
+//! - this file: the actor that registers a monitor with the driver and
+//!   writes its final status.
 
 mod beat;
 mod driver;
