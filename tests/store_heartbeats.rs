@@ -18,7 +18,7 @@ use radar::{
     config::MonitorConfig,
     snapshot::{CheckpointKey, ManagedState, SealedSnapshot, SnapshotBinding, seal},
     store::{
-        self, CheckpointStore, CheckpointWriter, Claim, HealthOutcome, HealthRecord,
+        self, CheckpointStore, CheckpointWriter, Claim, GroupBeat, HealthOutcome, HealthRecord,
         HeartbeatFlusher, Heartbeats, PendingResults, Services, WriteKind, WriteOutcome,
     },
 };
@@ -630,4 +630,110 @@ async fn an_unchanged_heartbeat_of_a_monitor_whose_snapshot_moved_on_is_not_writ
         before,
         "A refreshed a row whose snapshot it no longer holds"
     );
+}
+
+/// Hands `beats` in as one group (monitor index, record, unchanged as of
+/// this time or `None` for a new record), flushes once all are queued,
+/// and returns the group's outcomes.
+async fn flush_group(
+    fleet: &Fleet,
+    flusher: &mut HeartbeatFlusher,
+    heartbeats: &Heartbeats,
+    beats: Vec<(usize, Arc<HealthRecord>, Option<DateTime<Utc>>)>,
+) -> Vec<Option<HealthOutcome>> {
+    let n = beats.len();
+    let group = group_of(fleet, beats);
+    let heartbeats = heartbeats.clone();
+    let task = tokio::spawn(async move { heartbeats.submit_group(group).await });
+    poll::within(Duration::from_secs(30))
+        .every(poll::QUICK)
+        .wait("the group is queued", || {
+            let queued = flusher.queued();
+            poll::check(queued >= n, || format!("{queued} queued"))
+        })
+        .await;
+    assert!(flusher.flush_queued().await);
+    task.await.unwrap()
+}
+
+fn group_of(
+    fleet: &Fleet,
+    beats: Vec<(usize, Arc<HealthRecord>, Option<DateTime<Utc>>)>,
+) -> Vec<GroupBeat> {
+    beats
+        .into_iter()
+        .map(|(i, record, unchanged)| GroupBeat {
+            reporter: fleet.monitors[i].writer.health_reporter(),
+            taken_at: unchanged.unwrap_or(record.heartbeat_at),
+            unchanged: unchanged.is_some(),
+            record,
+        })
+        .collect()
+}
+
+/// The worker's beat driver hands every beat of a tick in as one group:
+/// each heartbeat of it is written (or refreshed, or refused) exactly as
+/// if handed in alone, and the group is answered once, in the order
+/// given; with the flusher gone, each is written on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_of_heartbeats_is_answered_in_order_each_as_if_handed_in_alone() {
+    let fleet = Fleet::new("hb_group", 4).await;
+    let (heartbeats, mut flusher) = Heartbeats::new(fleet.store(), Duration::from_secs(3600));
+    let record = Arc::new(health("running", at(50)));
+    let beats = |unchanged| (0..4).map(|i| (i, record.clone(), unchanged)).collect();
+    let outcomes = flush_group(&fleet, &mut flusher, &heartbeats, beats(None)).await;
+    assert!(
+        outcomes.iter().all(|o| o.as_ref().is_some_and(written)),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        fleet.count(TRANSACTIONS).await,
+        1,
+        "one flush, one transaction"
+    );
+    let before = all_rows(&fleet, 4).await;
+
+    // Worker B takes monitor 2 over; the others are unchanged.
+    let fenced = &fleet.monitors[2];
+    let b = CheckpointStore::new(fleet.pool.clone(), "worker-b")
+        .resume(fenced.id, fenced.writer.token());
+    let WriteOutcome::Committed(_) = b
+        .checkpoint(&sealed(&fenced.binding, 1), &PendingResults::default())
+        .await
+    else {
+        panic!("B's takeover checkpoint");
+    };
+    let outcomes = flush_group(&fleet, &mut flusher, &heartbeats, beats(Some(at(52)))).await;
+    for (i, outcome) in outcomes.iter().enumerate() {
+        match outcome {
+            Some(HealthOutcome::OwnershipLost(lost)) if i == 2 => {
+                assert_eq!(lost.service_id, fenced.id)
+            }
+            Some(HealthOutcome::Written(_)) if i != 2 => {}
+            other => panic!("monitor {i}: {other:?}"),
+        }
+    }
+    let after = all_rows(&fleet, 4).await;
+    for i in [0, 1, 3] {
+        assert!(
+            after[i].heartbeat_at > before[i].heartbeat_at,
+            "monitor {i}"
+        );
+        assert_eq!(after[i].content(), before[i].content(), "monitor {i}");
+    }
+    assert_eq!(after[2], before[2], "the fenced monitor's row was written");
+
+    // The flusher gone (the worker stopping): each is written on its own.
+    drop(flusher);
+    let beats = (0..2)
+        .map(|i| (i, Arc::new(health("stopping", at(60))), None))
+        .collect();
+    let outcomes = heartbeats.submit_group(group_of(&fleet, beats)).await;
+    assert!(
+        outcomes.iter().all(|o| o.as_ref().is_some_and(written)),
+        "{outcomes:?}"
+    );
+    for i in 0..2 {
+        assert_eq!(fleet.row(i).await.state, "stopping", "monitor {i}");
+    }
 }

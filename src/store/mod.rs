@@ -50,7 +50,9 @@ pub use graphs::{
     PublishPlan, RetriedFailure, RevisionRow, RunInspection, RunRow, RunSummary, StopOutcome,
 };
 pub use health::{HealthOutcome, HealthRecord, HealthReporter, JsonDocument};
-pub use heartbeats::{FLUSH_EVERY, HeartbeatFlusher, Heartbeats, MAX_ROWS_PER_STATEMENT};
+pub use heartbeats::{
+    FLUSH_EVERY, GroupBeat, HeartbeatFlusher, Heartbeats, MAX_ROWS_PER_STATEMENT,
+};
 pub use migrate::{LedgerState, check_schema, known_migrations, ledger_state, migrate};
 pub use services::{MonitorHead, MonitorRow, Services};
 pub use status::{ClockReading, StatusRow, list_status, read_clock, without_live_owner};

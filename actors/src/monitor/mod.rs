@@ -34,6 +34,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 pub use handlers::Stop;
+pub use health::HealthBeats;
 pub use view::{CheckpointView, ModelView, Ownership};
 
 use self::{

@@ -29,6 +29,8 @@ use radar::{
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use crate::monitor::HealthBeats;
+
 pub use observer::{MonitorWatch, Notice, Observer};
 pub use supervisor::{Scope, Shutdown, Supervisor, WorkerOutcome};
 
@@ -44,8 +46,9 @@ pub struct WorkerContext {
     pub key: Arc<CheckpointKey>,
     /// `None` when database writes are disabled.
     pub store: Option<CheckpointStore>,
-    /// Every monitor's periodic status, written together (with `store`).
-    pub heartbeats: Option<Heartbeats>,
+    /// Every monitor's health beat, driven together, and its periodic
+    /// status written together (with `store`).
+    pub heartbeats: HealthBeats,
     pub monitors: MonitorSource,
     /// Graph runs: admission, the bound revision, failure records, stops.
     /// `None` without a database (`radar demo` with writes disabled).
@@ -142,11 +145,13 @@ pub struct RunningWorker {
 /// its own model thread. Call inside a running `actix_rt::System`.
 pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
     let stop_after = setup.settings.checkpoint_timeout() + STOP_GRACE;
-    let heartbeats = setup.store.clone().map(|store| {
+    let batch = setup.store.clone().map(|store| {
         let (heartbeats, flusher) = Heartbeats::new(store, store::FLUSH_EVERY);
         actix_rt::spawn(flusher.run());
         heartbeats
     });
+    let (heartbeats, driver) = HealthBeats::new(batch);
+    actix_rt::spawn(driver);
     let context = Arc::new(WorkerContext {
         settings: setup.settings,
         worker_id: setup.worker_id,

@@ -19,6 +19,7 @@
 //! is written in full, so a row never carries a fresh heartbeat with
 //! content that is not its writer's current record.
 
+mod group;
 mod statements;
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
@@ -32,6 +33,9 @@ use super::{
     checkpoints::{CheckpointStore, WriteKind},
     health::{HealthOutcome, HealthRecord, HealthReporter, MAX_RACES},
 };
+use group::Reply;
+
+pub use group::GroupBeat;
 
 /// How often the flusher writes the heartbeats gathered since its last
 /// write. Shorter than the monitors' heartbeat interval, so a monitor's
@@ -52,7 +56,7 @@ struct Beat {
     /// `record` is what this reporter's last written heartbeat carried,
     /// and still the monitor's state at `taken_at`.
     unchanged: bool,
-    reply: oneshot::Sender<HealthOutcome>,
+    reply: Reply,
 }
 
 /// Where the monitors of one worker hand in their heartbeats. Cheap to
@@ -131,7 +135,7 @@ impl Heartbeats {
                 record,
                 taken_at,
                 unchanged,
-                reply,
+                reply: Reply::One(reply),
             })
             .is_err()
         {
@@ -179,7 +183,7 @@ impl Prepared {
         };
         if lost {
             let lost = fence.lose(beat.reporter.service_id, WriteKind::Health);
-            let _ = beat.reply.send(HealthOutcome::OwnershipLost(lost));
+            beat.reply.send(HealthOutcome::OwnershipLost(lost));
             return None;
         }
         let accepted = fence.accepted(true);
@@ -263,7 +267,7 @@ async fn flush(store: &CheckpointStore, beats: Vec<Beat>, rows_per_statement: us
                 let mut again = Vec::new();
                 for mut p in round {
                     if written.contains(&p.service_id()) {
-                        let _ = p.beat.reply.send(HealthOutcome::Written(p.beat.reporter));
+                        p.beat.reply.send(HealthOutcome::Written(p.beat.reporter));
                     } else if stale.contains(&p.service_id()) {
                         p.refresh = false;
                         again.push(p);
@@ -277,7 +281,7 @@ async fn flush(store: &CheckpointStore, beats: Vec<Beat>, rows_per_statement: us
                             .reporter
                             .fence
                             .lose(p.beat.reporter.service_id, WriteKind::Health);
-                        let _ = p.beat.reply.send(HealthOutcome::OwnershipLost(lost));
+                        p.beat.reply.send(HealthOutcome::OwnershipLost(lost));
                     }
                 }
                 again.append(&mut next);
@@ -294,7 +298,7 @@ async fn flush(store: &CheckpointStore, beats: Vec<Beat>, rows_per_statement: us
                         StoreError::Pool(detail) => StoreError::Pool(detail.clone()),
                         _ => StoreError::Batched(message.clone()),
                     };
-                    let _ = p.beat.reply.send(HealthOutcome::Failed {
+                    p.beat.reply.send(HealthOutcome::Failed {
                         reporter: p.beat.reporter,
                         error,
                     });

@@ -1,0 +1,263 @@
+//! One monitor's beat, without its actor: the state assessed from the
+//! published views, the metrics and logs of its changes, and the status
+//! record to hand in. The worker's beat driver calls it for every monitor
+//! on the shared grid, so a beat costs no timer, task or mailbox message
+//! of its own.
+
+use std::{sync::Arc, time::Instant};
+
+use actix::prelude::*;
+use chrono::{DateTime, Utc};
+use radar::store::{HealthOutcome, HealthRecord, HealthReporter};
+use radar::telemetry::{MonitorTelemetry, RejectReason, events};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+use uuid::Uuid;
+
+use super::{
+    HealthInputs, RunState, STALL_AFTER,
+    record::{Documents, Views},
+};
+use crate::monitor::handlers::LostOwnership;
+
+/// The reporter of one monitor, held by a heartbeat while it writes.
+pub(super) type ReporterSlot = Arc<Mutex<Option<HealthReporter>>>;
+
+/// A heartbeat taken by a beat, to hand in and then settle.
+pub(super) struct Due {
+    /// The reporter's slot, held until the outcome is settled.
+    pub slot: OwnedMutexGuard<Option<HealthReporter>>,
+    pub reporter: HealthReporter,
+    pub record: Arc<HealthRecord>,
+    /// `record` is the one last written (see [`Health::written`]).
+    pub unchanged: bool,
+    pub taken_at: DateTime<Utc>,
+}
+
+/// What a monitor's beat reads and remembers between beats.
+pub(super) struct Health {
+    pub service_id: Uuid,
+    pub inputs: HealthInputs,
+    /// Held by a heartbeat while it writes, so the final report waits for
+    /// one in flight instead of finding no reporter and writing nothing.
+    /// `None` inside: writes disabled, or ownership lost.
+    pub reporter: ReporterSlot,
+    /// Heartbeats go to the worker's batch, which can refresh an unchanged
+    /// row; without it every record is written in full.
+    batched: bool,
+    monitor: Recipient<LostOwnership>,
+    ever_connected: bool,
+    /// Messages consumed at the last check, and when that number last moved.
+    progress: (u64, Instant),
+    /// The state last assessed, to log and emit transitions once.
+    state: RunState,
+    /// Network-side rejections (unknown topic, too large) already counted
+    /// in metrics; the model never sees those messages.
+    network_rejected: (u64, u64),
+    pub halted: bool,
+    /// The recovery and coverage documents as last serialized: a record
+    /// shares them (no copy, no serialization) until the model publishes
+    /// new ones.
+    documents: Documents,
+    /// The record of the last heartbeat written: while the monitor's
+    /// state is still that record, a heartbeat hands it in again as
+    /// unchanged (no record built, its row's heartbeat time refreshed).
+    written: Option<Arc<HealthRecord>>,
+    pub metrics: MonitorTelemetry,
+    pub span: tracing::Span,
+}
+
+impl Health {
+    pub(super) fn new(
+        service_id: Uuid,
+        inputs: HealthInputs,
+        reporter: Option<HealthReporter>,
+        batched: bool,
+        monitor: Recipient<LostOwnership>,
+        metrics: MonitorTelemetry,
+        span: tracing::Span,
+    ) -> Self {
+        Self {
+            service_id,
+            inputs,
+            reporter: Arc::new(Mutex::new(reporter)),
+            batched,
+            monitor,
+            ever_connected: false,
+            progress: (0, Instant::now()),
+            state: RunState::Starting,
+            network_rejected: (0, 0),
+            halted: false,
+            documents: Documents::default(),
+            written: None,
+            metrics,
+            span,
+        }
+    }
+
+    /// The state the last beat assessed.
+    #[cfg(test)]
+    pub(super) fn state(&self) -> RunState {
+        self.state
+    }
+
+    /// Decides the state from the published views.
+    fn assess(&mut self) -> RunState {
+        // Borrowed, not cloned: the view holds strings and a list of
+        // readings, and nothing here outlives the borrow.
+        let model = self.inputs.model.borrow();
+        let connected = self.inputs.link.borrow().connected;
+        let admitted = self.inputs.ingress.snapshot().admitted;
+        let queued = admitted.saturating_sub(model.consumed);
+        if model.consumed != self.progress.0 {
+            self.progress = (model.consumed, Instant::now());
+        }
+        self.ever_connected |= connected;
+        if model.quarantine.is_some() {
+            RunState::Quarantined
+        } else if queued > 0 && self.progress.1.elapsed() >= STALL_AFTER {
+            RunState::Stalled
+        } else if model.suspended {
+            RunState::CheckpointStalled
+        } else if connected && model.no_data.is_some() {
+            RunState::NoData
+        } else if connected {
+            RunState::Running
+        } else if self.ever_connected {
+            RunState::Disconnected
+        } else {
+            RunState::Starting
+        }
+    }
+
+    /// Logs and emits a change of state.
+    fn changed(&self, previous: RunState, state: RunState) {
+        let _span = self.span.enter();
+        tracing::info!(monitor_id = %self.service_id, state = state.as_str(), "Monitor state changed.");
+        match (previous, state) {
+            (_, RunState::Stalled) => self.metrics.emit(events::MonitorStalled {
+                detail: "queued input is not progressing",
+            }),
+            (_, RunState::CheckpointStalled) => self.metrics.emit(events::MonitorStalled {
+                detail: "checkpoints are not committing; the model does not advance",
+            }),
+            (RunState::Stalled | RunState::CheckpointStalled, _) => {
+                self.metrics.emit(events::MonitorStallCleared)
+            }
+            _ => {}
+        }
+        if state == RunState::NoData {
+            let detail = self.inputs.model.borrow().no_data.clone();
+            self.metrics.emit(events::NoDataChanged {
+                detail: detail.as_deref(),
+            });
+        } else if previous == RunState::NoData {
+            self.metrics.emit(events::NoDataChanged { detail: None });
+        }
+    }
+
+    /// Emits the network side's rejections since the last heartbeat, so
+    /// they are counted by reason like every other rejection.
+    fn count_network_rejections(&mut self, unknown_topic: u64, too_large: u64) {
+        let (seen_unknown, seen_large) = self.network_rejected;
+        for (reason, count) in [
+            (
+                RejectReason::UnknownTopic,
+                unknown_topic.saturating_sub(seen_unknown),
+            ),
+            (RejectReason::TooLarge, too_large.saturating_sub(seen_large)),
+        ] {
+            if count > 0 {
+                let _span = self.span.enter();
+                self.metrics.emit(events::ObservationsReceived { count });
+                self.metrics
+                    .emit(events::ObservationsRejected { reason, count });
+            }
+        }
+        self.network_rejected = (unknown_topic, too_large);
+    }
+
+    /// The record of `state` as the views show it, taken `now`.
+    pub(super) fn record(&mut self, state: RunState, now: DateTime<Utc>) -> HealthRecord {
+        let documents = &mut self.documents;
+        self.inputs
+            .with_views(|views| documents.record(state, views, now))
+    }
+
+    /// The record `state` has now, and whether it is the one last written
+    /// (then shared, not rebuilt). Without the worker's batch every record
+    /// is written in full, so none is taken as unchanged.
+    fn current(&mut self, state: RunState, now: DateTime<Utc>) -> (Arc<HealthRecord>, bool) {
+        if self.batched
+            && let Some(written) = &self.written
+        {
+            let documents = &self.documents;
+            if self
+                .inputs
+                .with_views(|views: &Views<'_>| documents.unchanged(written, state, views))
+            {
+                return (Arc::clone(written), true);
+            }
+        }
+        (Arc::new(self.record(state, now)), false)
+    }
+
+    /// One beat at `now`: assesses the state (logging and emitting a
+    /// change), counts the network side's rejections and the queue depth,
+    /// and takes the heartbeat to hand in; `None` if halted, if writes are
+    /// disabled or ownership is lost, or while the previous heartbeat is
+    /// still writing (this one is then skipped).
+    pub(super) fn beat(&mut self, now: DateTime<Utc>) -> Option<Due> {
+        if self.halted {
+            return None;
+        }
+        let state = self.assess();
+        let previous = self.state;
+        if previous != state {
+            self.changed(previous, state);
+        }
+        let ingress = self.inputs.ingress.snapshot();
+        self.count_network_rejections(ingress.unknown_topic, ingress.too_large);
+        let queued = ingress
+            .admitted
+            .saturating_sub(self.inputs.model.borrow().consumed);
+        self.metrics.set_queue_depth(queued as usize);
+        self.state = state;
+        let mut slot = Arc::clone(&self.reporter).try_lock_owned().ok()?;
+        let reporter = slot.take()?;
+        let (record, unchanged) = self.current(state, now);
+        Some(Due {
+            slot,
+            reporter,
+            record,
+            unchanged,
+            taken_at: now,
+        })
+    }
+
+    /// Settles a heartbeat handed in: the reporter goes back to its slot
+    /// unless ownership was lost (the monitor is told), and a written
+    /// record becomes the one later beats compare with. `None`: the
+    /// worker's runtime dropped the heartbeat unanswered (it is stopping).
+    pub(super) fn settle(
+        &mut self,
+        mut slot: OwnedMutexGuard<Option<HealthReporter>>,
+        record: Arc<HealthRecord>,
+        outcome: Option<HealthOutcome>,
+    ) {
+        match outcome {
+            Some(HealthOutcome::Written(reporter)) => {
+                *slot = Some(reporter);
+                self.written = Some(record);
+            }
+            Some(HealthOutcome::Failed { reporter, error }) => {
+                let _span = self.span.enter();
+                tracing::warn!(monitor_id = %self.service_id, %error, "Could not write the monitor's health status.");
+                *slot = Some(reporter);
+            }
+            Some(HealthOutcome::OwnershipLost(lost)) => {
+                self.monitor.do_send(LostOwnership { lost });
+            }
+            None => {}
+        }
+    }
+}
