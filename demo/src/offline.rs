@@ -210,6 +210,30 @@ mod tests {
     }
 
     #[test]
+    fn the_core_fits_on_the_last_calibration_frame_as_the_model_actor_does() {
+        let mut plant = Plant::new(PlantConfig::default()).unwrap();
+        let monitor = monitor_configs(&plant).unwrap().remove(0);
+        let mut machine = MachineRun::start(monitor).unwrap();
+        let warmup = (TRAINING_FRAMES + CALIBRATION_FRAMES) as u64;
+        for tick in 0..warmup {
+            for sample in plant.step().into_iter().filter(|s| s.machine == 0) {
+                machine
+                    .ingest(Observation {
+                        reading: sample.reading,
+                        ts: tick_time(tick),
+                        value: sample.value,
+                        received_at: tick_time(tick),
+                    })
+                    .unwrap();
+            }
+        }
+        // Without the fit the detector would wait in `Fitting` for the
+        // next frame, as a live monitor never does.
+        assert_eq!(machine.core.phase(), radar::detector::Phase::Monitoring);
+        assert_eq!(machine.core.processed(), warmup);
+    }
+
+    #[test]
     fn a_closing_row_closes_the_open_alarm_with_its_final_peak() {
         let mut run = empty_run();
         let mut open = None;
