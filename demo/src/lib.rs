@@ -7,8 +7,8 @@
 //! - `plant`: the pure, seeded simulation (noise, correlated readings,
 //!   daily drift, scheduled faults with their windows).
 //! - `monitors`: one valid monitor definition per simulated machine.
-//! - `offline`: the plant through the worker's aligner and detector, in
-//!   simulated time (the demo's expectations, checked without IO).
+//! - `offline`: the plant through the worker's runtime core (`MonitorCore`),
+//!   in simulated time (the demo's expectations, checked without IO).
 //! - `broker`: an embedded rumqttd broker on a free loopback port.
 //! - `database`: the demo's own database and its stable monitors.
 //! - `publisher`: plays the plant into a broker at a chosen speed.
