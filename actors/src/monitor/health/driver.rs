@@ -146,8 +146,8 @@ mod tests {
     use super::*;
     use crate::monitor::{
         CheckpointView, ModelView, Ownership,
-        health::{HEARTBEAT, HealthInputs, RunState},
         handlers::LostOwnership,
+        health::{HEARTBEAT, HealthInputs, RunState},
     };
 
     struct Sink;
