@@ -42,7 +42,7 @@ pub struct BackgroundReplay {
     empty: SyncSender<Batch>,
     batch: Batch,
     next: usize,
-    reader: Option<JoinHandle<()>>,
+    pub(super) reader: Option<JoinHandle<()>>,
 }
 
 /// Starts replaying `reader` (CSV with a header row) through `config`,
