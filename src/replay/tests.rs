@@ -251,16 +251,46 @@ fn reading_on_a_thread_of_its_own_gives_the_same_records_errors_and_detector() {
     assert_eq!(background.detector(), inline.detector());
 }
 
+/// A CSV file that never ends: a header, then the same row forever.
+struct Endless {
+    text: Vec<u8>,
+    at: usize,
+}
+
+impl std::io::Read for Endless {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.text.len() - self.at);
+        buf[..n].copy_from_slice(&self.text[self.at..self.at + n]);
+        self.at += n;
+        if self.at == self.text.len() {
+            // Past the header: only the row repeats.
+            self.at = "time;a;label;b;c\n".len();
+        }
+        Ok(n)
+    }
+}
+
 #[test]
 fn a_replay_dropped_while_its_reader_is_ahead_stops_the_reader() {
     let config = MonitorConfig::from_toml(MONITOR).unwrap();
-    let text = messy_csv(9, 20_000);
-    let mut background =
-        replay_in_background(&config, std::io::Cursor::new(text.into_bytes()), &options()).unwrap();
+    let endless = Endless {
+        text: b"time;a;label;b;c\n1000;1;0;2;3\n".to_vec(),
+        at: 0,
+    };
+    let mut background = replay_in_background(&config, endless, &options()).unwrap();
     assert!(background.next().is_some());
     let reader = background.reader.take().unwrap();
     drop(background);
-    // The reader's next batch finds no one to take it, and the thread ends.
+    // The reader's next batch finds no one to take it, and the thread ends
+    // although the file does not.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !reader.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader still runs"
+        );
+        std::thread::yield_now();
+    }
     reader.join().unwrap();
 }
 
