@@ -292,6 +292,10 @@ mod tests {
             let mut window = HealthWindow::new(capacity);
             for (i, s) in scores.iter().enumerate() {
                 window.push(s % 3 == 0, f64::from(*s) * 0.5);
+                if !window.keys.against.is_empty() {
+                    // Kept up to date, not rebuilt at the next refresh.
+                    proptest::prop_assert_eq!(window.keys.keys.len(), window.recent.len());
+                }
                 if i % refresh == 0 {
                     let calibration = &calibrations[(i / refresh / 3) % 2];
                     let kept = window.assess(calibration, 0.01, i as u64);
