@@ -15,7 +15,6 @@
 //! before any other row, which leaves its watermarks exactly where admitting
 //! every row would have (they keep only the newest time per reading). The
 //! frames, and so every record, are the same (see the equivalence test).
-
 //!
 //! Layout: `rows` reads the CSV (header, timestamps, numbers; `cells` the
 //! cells of one row), `frames` turns rows into frames and records through
