@@ -9,16 +9,14 @@ use csv::{ByteRecord, StringRecord};
 /// whole row, by csv) is kept as text, so its numbers parse without a UTF-8
 /// check per cell (those checks were a twentieth of `radar detect`'s time);
 /// any other row stays bytes and each cell is checked as it is read.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) enum Row {
+    /// No row yet (or one being read): every cell is absent. Unlike an
+    /// empty record it allocates nothing, so reading a row allocates nothing.
+    #[default]
+    Unread,
     Text(StringRecord),
     Bytes(ByteRecord),
-}
-
-impl Default for Row {
-    fn default() -> Self {
-        Row::Bytes(ByteRecord::new())
-    }
 }
 
 impl Row {
@@ -26,6 +24,7 @@ impl Row {
     /// end of the file.
     pub(super) fn read<R: Read>(&mut self, reader: &mut csv::Reader<R>) -> csv::Result<bool> {
         let mut bytes = match std::mem::take(self) {
+            Row::Unread => ByteRecord::new(),
             Row::Text(text) => text.into_byte_record(),
             Row::Bytes(bytes) => bytes,
         };
@@ -42,6 +41,7 @@ impl Row {
         match self {
             Row::Text(text) => text.get(index).unwrap_or_default().as_bytes().trim_ascii(),
             Row::Bytes(bytes) => bytes.get(index).unwrap_or_default().trim_ascii(),
+            Row::Unread => b"",
         }
     }
 
@@ -53,7 +53,7 @@ impl Row {
                 let raw = text.get(index).unwrap_or_default().trim_ascii();
                 (!raw.is_empty()).then(|| raw.parse().ok())
             }
-            Row::Bytes(_) => {
+            Row::Bytes(_) | Row::Unread => {
                 let raw = self.cell(index);
                 (!raw.is_empty()).then(|| parse_f64(raw))
             }
