@@ -30,6 +30,69 @@ pub struct ModelHealth {
 pub struct HealthWindow {
     capacity: usize,
     recent: VecDeque<(bool, f64)>,
+    #[serde(skip)]
+    keys: WindowKeys,
+}
+
+/// Where each score of the window falls among the calibration scores (its
+/// key in `ks_distance_against_sorted`), counted per key and kept up to date
+/// frame by frame: a refresh then walks the calibration once instead of
+/// placing every score of the window again (that placement was an eighth of
+/// `radar detect`'s time). A cache: rebuilt from `recent` whenever it was not
+/// made against the calibration a refresh is given (after a restore, say),
+/// so it never changes a figure, and not part of any snapshot or comparison.
+#[derive(Debug, Clone, Default)]
+struct WindowKeys {
+    /// The sorted calibration the keys were computed against; empty: no keys.
+    against: Vec<f64>,
+    /// The key of each score of `recent`, in the same order.
+    keys: VecDeque<usize>,
+    /// How many scores of `recent` have each key.
+    count: Vec<usize>,
+}
+
+impl PartialEq for WindowKeys {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl WindowKeys {
+    fn push(&mut self, score: f64) {
+        // Without a calibration the keys are rebuilt at the next refresh.
+        if !self.against.is_empty() {
+            let key = key(score, &self.against);
+            self.count[key] += 1;
+            self.keys.push_back(key);
+        }
+    }
+
+    fn pop(&mut self) {
+        if let Some(key) = self.keys.pop_front() {
+            self.count[key] -= 1;
+        }
+    }
+
+    /// The counts for `recent` against `calibration`, rebuilt unless they
+    /// were made against the same calibration (bit for bit).
+    fn counts(&mut self, recent: &VecDeque<(bool, f64)>, calibration: &[f64]) -> &[usize] {
+        let same = self.against.len() == calibration.len()
+            && self.keys.len() == recent.len()
+            && self
+                .against
+                .iter()
+                .zip(calibration)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        if !same {
+            self.against = calibration.to_vec();
+            self.keys = recent.iter().map(|(_, s)| key(*s, calibration)).collect();
+            self.count = vec![0; 2 * calibration.len() + 2];
+            for &key in &self.keys {
+                self.count[key] += 1;
+            }
+        }
+        &self.count
+    }
 }
 
 impl HealthWindow {
@@ -37,22 +100,26 @@ impl HealthWindow {
         Self {
             capacity: capacity.max(1),
             recent: VecDeque::new(),
+            keys: WindowKeys::default(),
         }
     }
 
     pub fn push(&mut self, flagged: bool, score: f64) {
         if self.recent.len() == self.capacity {
             self.recent.pop_front();
+            self.keys.pop();
         }
         self.recent.push_back((flagged, score));
+        self.keys.push(score);
     }
 
     /// Computes the health figures against the sorted calibration scores.
-    pub fn assess(&self, calibration: &[f64], target_rate: f64, at_frame: u64) -> ModelHealth {
+    pub fn assess(&mut self, calibration: &[f64], target_rate: f64, at_frame: u64) -> ModelHealth {
         let n = self.recent.len();
         let flagged = self.recent.iter().filter(|(f, _)| *f).count();
         let score_drift = if self.recent.iter().all(|(_, s)| s.is_finite()) {
-            ks_distance_against_sorted(self.recent.iter().map(|(_, s)| *s), n, calibration)
+            let count = self.keys.counts(&self.recent, calibration);
+            ks_distance_from_counts(count, n, calibration)
         } else {
             let mut scores: Vec<f64> = self.recent.iter().map(|(_, s)| *s).collect();
             scores.sort_unstable_by(f64::total_cmp);
@@ -101,17 +168,28 @@ fn ks_distance(a: &[f64], b: &[f64]) -> f64 {
 /// gap is largest at that value or at the value of `b` just below, already
 /// counted). The largest gap comes from the same `(i, j)` pair as in the
 /// merge, computed by the same expression: the result is bit-identical.
+#[cfg(test)]
 fn ks_distance_against_sorted(a: impl Iterator<Item = f64>, n: usize, b: &[f64]) -> f64 {
+    let mut count = vec![0usize; 2 * b.len() + 2];
+    for x in a {
+        count[key(x, b)] += 1;
+    }
+    ks_distance_from_counts(&count, n, b)
+}
+
+/// Where `x` falls among the sorted `b`: key 2p, strictly between b[p - 1]
+/// and b[p] (p values of b below); key 2p + 1, equal to b[p], p the first
+/// index of that value.
+fn key(x: f64, b: &[f64]) -> usize {
+    let p = b.partition_point(|c| *c < x);
+    2 * p + usize::from(p < b.len() && b[p] == x)
+}
+
+/// `ks_distance_against_sorted` of `n` values given by their key counts.
+fn ks_distance_from_counts(count: &[usize], n: usize, b: &[f64]) -> f64 {
     let m = b.len();
     if n == 0 || m == 0 {
         return 0.0;
-    }
-    // Key 2p: strictly between b[p - 1] and b[p] (p values of b below);
-    // key 2p + 1: equal to b[p], p the first index of that value.
-    let mut count = vec![0usize; 2 * m + 2];
-    for x in a {
-        let p = b.partition_point(|c| *c < x);
-        count[2 * p + usize::from(p < m && b[p] == x)] += 1;
     }
     let gap = |i: usize, j: usize| (i as f64 / n as f64 - j as f64 / m as f64).abs();
     let mut d = 0.0f64;
@@ -189,6 +267,44 @@ mod tests {
             sorted.sort_unstable_by(f64::total_cmp);
             let fast = ks_distance_against_sorted(a.iter().copied(), a.len(), &b);
             proptest::prop_assert_eq!(fast.to_bits(), ks_distance(&sorted, &b).to_bits());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_window_kept_frame_by_frame_assesses_bit_identically_to_the_merge(
+            scores in proptest::collection::vec(-20i32..20, 1..120),
+            first in proptest::collection::vec(-20i32..20, 0..30),
+            second in proptest::collection::vec(-20i32..20, 0..30),
+            capacity in 1usize..40,
+            refresh in 1usize..12,
+        ) {
+            // Two calibrations taken in turn: the kept keys must follow the
+            // one they are given, as after a restore or a new fit.
+            let calibrations: Vec<Vec<f64>> = [first, second]
+                .into_iter()
+                .map(|c| {
+                    let mut c: Vec<f64> = c.into_iter().map(|x| f64::from(x) * 0.5).collect();
+                    c.sort_unstable_by(f64::total_cmp);
+                    c
+                })
+                .collect();
+            let mut window = HealthWindow::new(capacity);
+            for (i, s) in scores.iter().enumerate() {
+                window.push(s % 3 == 0, f64::from(*s) * 0.5);
+                if !window.keys.against.is_empty() {
+                    // Kept up to date, not rebuilt at the next refresh.
+                    proptest::prop_assert_eq!(window.keys.keys.len(), window.recent.len());
+                }
+                if i % refresh == 0 {
+                    let calibration = &calibrations[(i / refresh / 3) % 2];
+                    let kept = window.assess(calibration, 0.01, i as u64);
+                    let mut sorted: Vec<f64> = window.recent.iter().map(|(_, s)| *s).collect();
+                    sorted.sort_unstable_by(f64::total_cmp);
+                    let merged = ks_distance(&sorted, calibration);
+                    proptest::prop_assert_eq!(kept.score_drift.to_bits(), merged.to_bits());
+                }
+            }
         }
     }
 

@@ -1,13 +1,67 @@
 //! Reading the cells of a CSV row: trimmed bytes, numbers and timestamps.
 
-use chrono::{DateTime, NaiveDateTime, Utc};
+use std::io::Read;
 
-/// A cell's bytes without surrounding ASCII whitespace ("" when absent).
-pub(super) fn cell(record: &csv::ByteRecord, index: usize) -> &[u8] {
-    record.get(index).unwrap_or_default().trim_ascii()
+use chrono::{DateTime, NaiveDateTime, Utc};
+use csv::{ByteRecord, StringRecord};
+
+/// The current CSV row. A row that is UTF-8 throughout (checked once, for the
+/// whole row, by csv) is kept as text, so its numbers parse without a UTF-8
+/// check per cell (those checks were a twentieth of `radar detect`'s time);
+/// any other row stays bytes and each cell is checked as it is read.
+#[derive(Debug, Default)]
+pub(super) enum Row {
+    /// No row yet (or one being read): every cell is absent. Unlike an
+    /// empty record it allocates nothing, so reading a row allocates nothing.
+    #[default]
+    Unread,
+    Text(StringRecord),
+    Bytes(ByteRecord),
 }
 
-pub(super) fn parse_f64(raw: &[u8]) -> Option<f64> {
+impl Row {
+    /// Reads the next record into this row, reusing its memory; false at the
+    /// end of the file.
+    pub(super) fn read<R: Read>(&mut self, reader: &mut csv::Reader<R>) -> csv::Result<bool> {
+        let mut bytes = match std::mem::take(self) {
+            Row::Unread => ByteRecord::new(),
+            Row::Text(text) => text.into_byte_record(),
+            Row::Bytes(bytes) => bytes,
+        };
+        let read = reader.read_byte_record(&mut bytes);
+        *self = match StringRecord::from_byte_record(bytes) {
+            Ok(text) => Row::Text(text),
+            Err(e) => Row::Bytes(e.into_byte_record()),
+        };
+        read
+    }
+
+    /// A cell's bytes without surrounding ASCII whitespace ("" when absent).
+    pub(super) fn cell(&self, index: usize) -> &[u8] {
+        match self {
+            Row::Text(text) => text.get(index).unwrap_or_default().as_bytes().trim_ascii(),
+            Row::Bytes(bytes) => bytes.get(index).unwrap_or_default().trim_ascii(),
+            Row::Unread => b"",
+        }
+    }
+
+    /// The number in a cell: `None` when the cell is empty or absent,
+    /// `Some(None)` when it is not a number.
+    pub(super) fn number(&self, index: usize) -> Option<Option<f64>> {
+        match self {
+            Row::Text(text) => {
+                let raw = text.get(index).unwrap_or_default().trim_ascii();
+                (!raw.is_empty()).then(|| raw.parse().ok())
+            }
+            Row::Bytes(_) | Row::Unread => {
+                let raw = self.cell(index);
+                (!raw.is_empty()).then(|| parse_f64(raw))
+            }
+        }
+    }
+}
+
+fn parse_f64(raw: &[u8]) -> Option<f64> {
     std::str::from_utf8(raw).ok()?.parse().ok()
 }
 

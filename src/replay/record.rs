@@ -95,9 +95,11 @@ fn write_number(out: &mut impl Write, value: Option<f64>) -> io::Result<()> {
 /// through chrono itself.
 fn write_ts(out: &mut impl Write, ts: DateTime<Utc>) -> io::Result<()> {
     use chrono::{Datelike, Timelike};
+    // The naive UTC time's fields: `DateTime`'s own go through an offset.
+    let ts = ts.naive_utc();
     let year = ts.year();
     if ts.nanosecond() != 0 || !(0..=9999).contains(&year) {
-        return serde_json::to_writer(out, &ts).map_err(io::Error::from);
+        return serde_json::to_writer(out, &ts.and_utc()).map_err(io::Error::from);
     }
     let two = |n: u32| [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
     let y = year as u32;

@@ -4,9 +4,9 @@
 use chrono::DateTime;
 
 use super::{
-    ReplayOptions, ReplayRecord,
+    ReplayError, ReplayOptions, ReplayRecord,
     cells::{parse_timestamp, parse_timestamp_bytes},
-    replay,
+    replay, replay_in_background,
 };
 use crate::{
     config::MonitorConfig,
@@ -155,11 +155,12 @@ proptest::proptest! {
         let text = messy_csv(seed, 300);
         let run = |fast: bool| {
             let mut replay = replay(&config, text.as_bytes(), &options()).unwrap();
-            replay.fast_path = fast;
+            replay.frames.fast_path = fast;
             let records: Vec<ReplayRecord> =
                 replay.by_ref().collect::<Result<_, _>>().unwrap();
-            replay.sync();
-            (records, replay.detector.clone(), replay.aligner.watermarks().clone())
+            replay.frames.sync();
+            let frames = &replay.frames;
+            (records, frames.detector.clone(), frames.aligner.watermarks().clone())
         };
         let (fast, slow) = (run(true), run(false));
         proptest::prop_assert_eq!(fast, slow);
@@ -213,4 +214,112 @@ fn timestamps_are_read_in_three_forms() {
     assert_eq!(parse_timestamp_bytes(b"2020-02-30 10:14:33"), None);
     assert_eq!(parse_timestamp_bytes(b"2020-03-09 24:00:00"), None);
     assert_eq!(parse_timestamp_bytes(b"1583748873000"), want);
+}
+
+/// Records and errors (as their messages) of a whole replay.
+fn outcomes(
+    replay: impl Iterator<Item = Result<ReplayRecord, ReplayError>>,
+) -> Vec<Result<ReplayRecord, String>> {
+    replay.map(|r| r.map_err(|e| e.to_string())).collect()
+}
+
+#[test]
+fn reading_on_a_thread_of_its_own_gives_the_same_records_errors_and_detector() {
+    let config = MonitorConfig::from_toml(MONITOR).unwrap();
+    // Several batches long, with a bad timestamp and a bad cell among them
+    // (the replay goes on after each error).
+    // Enough batches that the reader reuses the ones handed back.
+    let lines: Vec<String> = messy_csv(7, 12_000)
+        .lines()
+        .enumerate()
+        .map(|(i, line)| match i {
+            1500 => "yesterday;1;0;2;3".to_string(),
+            1600 => {
+                let cells: Vec<&str> = line.split(';').collect();
+                format!("{};{};{};x;{}", cells[0], cells[1], cells[2], cells[4])
+            }
+            _ => line.to_string(),
+        })
+        .collect();
+    let text = lines.join("\n");
+    let mut inline = replay(&config, text.as_bytes(), &options()).unwrap();
+    let mut background =
+        replay_in_background(&config, std::io::Cursor::new(text.clone()), &options()).unwrap();
+    let (expected, got) = (outcomes(inline.by_ref()), outcomes(background.by_ref()));
+    assert!(expected.iter().filter(|r| r.is_err()).count() >= 2);
+    assert!(expected.len() > 6000, "{}", expected.len());
+    assert_eq!(got, expected);
+    assert_eq!(background.detector(), inline.detector());
+}
+
+/// A CSV file that never ends: a header, then the same row forever.
+struct Endless {
+    text: Vec<u8>,
+    at: usize,
+}
+
+impl std::io::Read for Endless {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.text.len() - self.at);
+        buf[..n].copy_from_slice(&self.text[self.at..self.at + n]);
+        self.at += n;
+        if self.at == self.text.len() {
+            // Past the header: only the row repeats.
+            self.at = "time;a;label;b;c\n".len();
+        }
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_replay_dropped_while_its_reader_is_ahead_stops_the_reader() {
+    let config = MonitorConfig::from_toml(MONITOR).unwrap();
+    let endless = Endless {
+        text: b"time;a;label;b;c\n1000;1;0;2;3\n".to_vec(),
+        at: 0,
+    };
+    let mut background = replay_in_background(&config, endless, &options()).unwrap();
+    assert!(background.next().is_some());
+    let reader = background.reader.take().unwrap();
+    drop(background);
+    // The reader's next batch finds no one to take it, and the thread ends
+    // although the file does not.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !reader.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader still runs"
+        );
+        std::thread::yield_now();
+    }
+    reader.join().unwrap();
+}
+
+#[test]
+fn a_row_that_is_not_utf8_outside_its_readings_gives_the_same_records() {
+    let config = MonitorConfig::from_toml(MONITOR).unwrap();
+    let text = csv_text(45);
+    let mut bytes = Vec::new();
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let mut cells: Vec<&[u8]> = line.as_bytes().split(|b| *b == b';').collect();
+        // The label column of every third data row holds Latin-1 text.
+        if i % 3 == 1 {
+            cells[2] = b"\xe9t\xe9";
+        }
+        bytes.extend_from_slice(&cells.join(&b';'));
+    }
+    let plain = outcomes(replay(&config, text.as_bytes(), &options()).unwrap());
+    let latin1 = outcomes(replay(&config, bytes.as_slice(), &options()).unwrap());
+    assert_ne!(bytes, text.as_bytes());
+    assert_eq!(latin1, plain);
+}
+
+#[test]
+fn a_reading_cell_that_is_not_utf8_is_a_bad_value_named_by_its_text() {
+    let config = MonitorConfig::from_toml(MONITOR).unwrap();
+    let text = b"time;a;b\n1000;1;2\n2000;\xff5;4\n";
+    let records = outcomes(replay(&config, &text[..], &options()).unwrap());
+    assert_eq!(records.len(), 2);
+    let err = records[1].as_ref().unwrap_err();
+    assert!(err.contains("row 2, column \"a\": \"\u{fffd}5\""), "{err}");
 }

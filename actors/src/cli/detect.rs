@@ -3,14 +3,14 @@
 
 use std::{
     fs::File,
-    io::{BufReader, BufWriter, Write},
+    io::{BufWriter, Write},
     path::PathBuf,
 };
 
 use anyhow::Context;
 use radar::{
     config::MonitorConfig,
-    replay::{ReplayOptions, ReplayRecord, replay},
+    replay::{ReplayOptions, ReplayRecord, replay_in_background},
 };
 
 #[derive(Debug, clap::Args)]
@@ -52,8 +52,10 @@ pub fn run(args: DetectArgs) -> anyhow::Result<()> {
         delimiter,
         time_column: args.time_column,
     };
-    // Streams: one row in, one record out, nothing kept but the detector.
-    let records = replay(&config, BufReader::with_capacity(1 << 16, file), &options)
+    // Streams: one row in, one record out, nothing kept but the detector
+    // and a few batches of rows read ahead on a second thread. The CSV
+    // reader buffers the file itself (another buffer is a copy more).
+    let records = replay_in_background(&config, file, &options)
         .with_context(|| format!("replaying {}", args.csv.display()))?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
