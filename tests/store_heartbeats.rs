@@ -139,13 +139,7 @@ impl Fleet {
                 })
             })
             .collect();
-        poll::within(Duration::from_secs(30))
-            .every(poll::QUICK)
-            .wait("every heartbeat is queued", || {
-                let queued = flusher.queued();
-                poll::check(queued >= n, || format!("{queued} queued"))
-            })
-            .await;
+        queued(flusher, n).await;
         assert!(flusher.flush_queued().await);
         let mut outcomes = Vec::new();
         for task in tasks {
@@ -214,6 +208,17 @@ impl Row {
             ..self.clone()
         }
     }
+}
+
+/// Waits until the flusher holds at least `n` heartbeats.
+async fn queued(flusher: &HeartbeatFlusher, n: usize) {
+    poll::within(Duration::from_secs(30))
+        .every(poll::QUICK)
+        .wait("the heartbeats are queued", || {
+            let queued = flusher.queued();
+            poll::check(queued >= n, || format!("{queued} queued, waiting for {n}"))
+        })
+        .await;
 }
 
 fn written(outcome: &HealthOutcome) -> bool {
@@ -444,13 +449,7 @@ async fn two_heartbeats_of_one_monitor_in_one_interval_are_both_written_one_afte
         tasks.push(tokio::spawn(async move {
             heartbeats.submit(reporter, health(state, at(50))).await
         }));
-        poll::within(Duration::from_secs(30))
-            .every(poll::QUICK)
-            .wait("the heartbeat is queued", || {
-                let queued = flusher.queued();
-                poll::check(queued > n, || format!("{queued} queued"))
-            })
-            .await;
+        queued(&flusher, n + 1).await;
     }
     assert!(flusher.flush_queued().await);
     for task in tasks {
@@ -645,13 +644,7 @@ async fn flush_group(
     let group = group_of(fleet, beats);
     let heartbeats = heartbeats.clone();
     let task = tokio::spawn(async move { heartbeats.submit_group(group).await });
-    poll::within(Duration::from_secs(30))
-        .every(poll::QUICK)
-        .wait("the group is queued", || {
-            let queued = flusher.queued();
-            poll::check(queued >= n, || format!("{queued} queued"))
-        })
-        .await;
+    queued(flusher, n).await;
     assert!(flusher.flush_queued().await);
     task.await.unwrap()
 }

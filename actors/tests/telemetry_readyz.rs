@@ -9,6 +9,18 @@ use radar_testkit::{
     broker::Mosquitto, db, telemetry::create_monitor, telemetry::wait_for, worker::Worker,
 };
 
+/// Waits until `/readyz` answers `code`; its body, parsed and as text.
+fn readyz(worker: &Worker, code: u16, what: &str) -> (serde_json::Value, String) {
+    let body = wait_for(Duration::from_secs(30), what, || {
+        worker
+            .get("/readyz")
+            .filter(|(c, _)| *c == code)
+            .map(|(_, b)| b)
+    });
+    let json = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (json, body)
+}
+
 #[tokio::test]
 async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect() {
     let db = db::migrated_database("telemetry_readyz").await;
@@ -18,24 +30,12 @@ async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect(
     let mut broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
 
-    let body = wait_for(Duration::from_secs(30), "/readyz answers 200", || {
-        worker
-            .get("/readyz")
-            .filter(|(c, _)| *c == 200)
-            .map(|(_, b)| b)
-    });
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (json, body) = readyz(&worker, 200, "/readyz answers 200");
     assert_eq!(json["ready"], true, "{body}");
     assert_eq!(json["monitors"], 1, "{body}");
 
     broker.kill().expect("kill mosquitto");
-    let body = wait_for(Duration::from_secs(30), "/readyz answers 503", || {
-        worker
-            .get("/readyz")
-            .filter(|(c, _)| *c == 503)
-            .map(|(_, b)| b)
-    });
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (json, body) = readyz(&worker, 503, "/readyz answers 503");
     assert_eq!(json["ready"], false, "{body}");
     let not_ready = json["not_ready"].as_array().expect("not_ready list");
     assert_eq!(not_ready.len(), 1, "{body}");
@@ -46,17 +46,7 @@ async fn readyz_turns_not_ready_when_the_broker_stops_and_ready_after_reconnect(
     assert_eq!(worker.get("/healthz").map(|(c, _)| c), Some(200));
 
     broker.restart_blocking().expect("restart mosquitto");
-    let body = wait_for(
-        Duration::from_secs(30),
-        "/readyz answers 200 after reconnect",
-        || {
-            worker
-                .get("/readyz")
-                .filter(|(c, _)| *c == 200)
-                .map(|(_, b)| b)
-        },
-    );
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (json, body) = readyz(&worker, 200, "/readyz answers 200 after reconnect");
     assert_eq!(json["ready"], true, "{body}");
     assert!(
         json["not_ready"].as_array().is_some_and(Vec::is_empty),
@@ -89,13 +79,7 @@ async fn a_worker_is_not_ready_before_it_has_listed_its_monitors() {
     let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
 
-    let body = wait_for(Duration::from_secs(30), "/readyz answers 503", || {
-        worker
-            .get("/readyz")
-            .filter(|(c, _)| *c == 503)
-            .map(|(_, b)| b)
-    });
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (json, body) = readyz(&worker, 503, "/readyz answers 503");
     assert_eq!(json["monitors"], 0, "{body}");
     let reasons: Vec<&str> = json["worker"]
         .as_array()
@@ -107,12 +91,6 @@ async fn a_worker_is_not_ready_before_it_has_listed_its_monitors() {
     assert_eq!(worker.get("/healthz").map(|(c, _)| c), Some(200));
 
     locker.batch_execute("ROLLBACK").await.expect("unlock");
-    let body = wait_for(Duration::from_secs(30), "/readyz answers 200", || {
-        worker
-            .get("/readyz")
-            .filter(|(c, _)| *c == 200)
-            .map(|(_, b)| b)
-    });
-    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (json, body) = readyz(&worker, 200, "/readyz answers 200");
     assert_eq!(json["monitors"], 1, "{body}");
 }
