@@ -99,6 +99,20 @@ impl Fleet {
         CheckpointStore::new(self.pool.clone(), "worker-a")
     }
 
+    /// Worker B takes monitor `i` over: it commits a successor snapshot.
+    async fn take_over(&self, i: usize) -> CheckpointWriter {
+        let fenced = &self.monitors[i];
+        let b = CheckpointStore::new(self.pool.clone(), "worker-b")
+            .resume(fenced.id, fenced.writer.token());
+        match b
+            .checkpoint(&sealed(&fenced.binding, 1), &PendingResults::default())
+            .await
+        {
+            WriteOutcome::Committed(b) => b,
+            other => panic!("B's takeover checkpoint: {other:?}"),
+        }
+    }
+
     async fn conn(&self) -> AsyncPgConnection {
         db::connect(&self.db).await
     }
@@ -338,15 +352,7 @@ async fn a_fenced_monitor_in_the_batch_is_not_written_and_learns_it_while_the_ot
 
     // Worker B takes monitor 2 over: it commits a successor snapshot.
     let fenced = &fleet.monitors[2];
-    let b = CheckpointStore::new(fleet.pool.clone(), "worker-b")
-        .resume(fenced.id, fenced.writer.token());
-    let b = match b
-        .checkpoint(&sealed(&fenced.binding, 1), &PendingResults::default())
-        .await
-    {
-        WriteOutcome::Committed(b) => b,
-        other => panic!("B's takeover checkpoint: {other:?}"),
-    };
+    let b = fleet.take_over(2).await;
     // B's own status for the monitor, which A must not overwrite.
     let b_reporter = b.health_reporter();
     let HealthOutcome::Written(_) = b_reporter.report(&health("running", at(60))).await else {
@@ -601,14 +607,7 @@ async fn an_unchanged_heartbeat_of_a_monitor_whose_snapshot_moved_on_is_not_writ
     // Worker B takes monitor 1 over but has written no status yet: the row
     // is still A's, as A left it; only the snapshot signature says B.
     let fenced = &fleet.monitors[1];
-    let b = CheckpointStore::new(fleet.pool.clone(), "worker-b")
-        .resume(fenced.id, fenced.writer.token());
-    let WriteOutcome::Committed(_) = b
-        .checkpoint(&sealed(&fenced.binding, 1), &PendingResults::default())
-        .await
-    else {
-        panic!("B's takeover checkpoint");
-    };
+    fleet.take_over(1).await;
     let before = fleet.row(1).await;
 
     let outcomes = fleet
@@ -688,14 +687,7 @@ async fn a_group_of_heartbeats_is_answered_in_order_each_as_if_handed_in_alone()
 
     // Worker B takes monitor 2 over; the others are unchanged.
     let fenced = &fleet.monitors[2];
-    let b = CheckpointStore::new(fleet.pool.clone(), "worker-b")
-        .resume(fenced.id, fenced.writer.token());
-    let WriteOutcome::Committed(_) = b
-        .checkpoint(&sealed(&fenced.binding, 1), &PendingResults::default())
-        .await
-    else {
-        panic!("B's takeover checkpoint");
-    };
+    fleet.take_over(2).await;
     let outcomes = flush_group(&fleet, &mut flusher, &heartbeats, beats(Some(at(52)))).await;
     for (i, outcome) in outcomes.iter().enumerate() {
         match outcome {
