@@ -22,7 +22,7 @@ use radar::{
         HeartbeatFlusher, Heartbeats, PendingResults, Services, WriteKind, WriteOutcome,
     },
 };
-use radar_testkit::{db, poll};
+use radar_testkit::{db, heartbeat, poll};
 use uuid::Uuid;
 
 fn key() -> CheckpointKey {
@@ -130,36 +130,20 @@ impl Fleet {
             .n
     }
 
-    /// Hands each of `beats` in (monitor index, record, unchanged as of
-    /// this time or `None` for a new record), waits until all are queued,
-    /// flushes once, and returns each outcome in order.
+    /// Hands `beats` in as one group (monitor index, record, unchanged as
+    /// of this time or `None` for a new record), flushes once all are
+    /// queued, and returns each outcome in order.
     async fn flush_these(
         &self,
         flusher: &mut HeartbeatFlusher,
         heartbeats: &Heartbeats,
         beats: Vec<(usize, Arc<HealthRecord>, Option<DateTime<Utc>>)>,
     ) -> Vec<HealthOutcome> {
-        let n = beats.len();
-        let tasks: Vec<_> = beats
+        flush_group(self, flusher, heartbeats, beats)
+            .await
             .into_iter()
-            .map(|(i, record, unchanged)| {
-                let heartbeats = heartbeats.clone();
-                let reporter = self.monitors[i].writer.health_reporter();
-                tokio::spawn(async move {
-                    match unchanged {
-                        Some(now) => heartbeats.submit_unchanged(reporter, record, now).await,
-                        None => heartbeats.submit(reporter, record).await,
-                    }
-                })
-            })
-            .collect();
-        queued(flusher, n).await;
-        assert!(flusher.flush_queued().await);
-        let mut outcomes = Vec::new();
-        for task in tasks {
-            outcomes.push(task.await.unwrap());
-        }
-        outcomes
+            .map(|outcome| outcome.expect("the flusher answered every heartbeat"))
+            .collect()
     }
 
     /// Monitor `i`'s status row.
@@ -452,8 +436,9 @@ async fn two_heartbeats_of_one_monitor_in_one_interval_are_both_written_one_afte
     for (n, state) in ["first", "second"].into_iter().enumerate() {
         let heartbeats = heartbeats.clone();
         let reporter = m.writer.health_reporter();
+        let beat = heartbeat::beat(reporter, Arc::new(health(state, at(50))), None);
         tasks.push(tokio::spawn(async move {
-            heartbeats.submit(reporter, health(state, at(50))).await
+            heartbeat::submit_one(&heartbeats, beat).await
         }));
         queued(&flusher, n + 1).await;
     }
@@ -642,7 +627,7 @@ async fn flush_group(
     let n = beats.len();
     let group = group_of(fleet, beats);
     let heartbeats = heartbeats.clone();
-    let task = tokio::spawn(async move { heartbeats.submit_group(group).await });
+    let task = tokio::spawn(async move { heartbeats.submit(group).await });
     queued(flusher, n).await;
     assert!(flusher.flush_queued().await);
     task.await.unwrap()
@@ -654,11 +639,12 @@ fn group_of(
 ) -> Vec<GroupBeat> {
     beats
         .into_iter()
-        .map(|(i, record, unchanged)| GroupBeat {
-            reporter: fleet.monitors[i].writer.health_reporter(),
-            taken_at: unchanged.unwrap_or(record.heartbeat_at),
-            unchanged: unchanged.is_some(),
-            record,
+        .map(|(i, record, unchanged)| {
+            heartbeat::beat(
+                fleet.monitors[i].writer.health_reporter(),
+                record,
+                unchanged,
+            )
         })
         .collect()
 }
@@ -713,7 +699,7 @@ async fn a_group_of_heartbeats_is_answered_in_order_each_as_if_handed_in_alone()
     let beats = (0..2)
         .map(|i| (i, Arc::new(health("stopping", at(60))), None))
         .collect();
-    let outcomes = heartbeats.submit_group(group_of(&fleet, beats)).await;
+    let outcomes = heartbeats.submit(group_of(&fleet, beats)).await;
     assert!(
         outcomes.iter().all(|o| o.as_ref().is_some_and(written)),
         "{outcomes:?}"

@@ -7,9 +7,9 @@
 //! Counted exactly in the session's own `pg_prepared_statements`: a pool of
 //! one connection runs the statements, then reads the view.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
-use radar_testkit::{db, monitor};
+use radar_testkit::{db, heartbeat, monitor};
 
 use chrono::Utc;
 use diesel::sql_types::{BigInt, Text};
@@ -85,7 +85,8 @@ async fn periodic_statements_are_prepared_once_per_connection() {
         let submit = {
             let heartbeats = heartbeats.clone();
             let reporter = writer.health_reporter();
-            tokio::spawn(async move { heartbeats.submit(reporter, record()).await })
+            let beat = heartbeat::beat(reporter, Arc::new(record()), None);
+            tokio::spawn(async move { heartbeat::submit_one(&heartbeats, beat).await })
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while flusher.queued() == 0 {

@@ -19,6 +19,7 @@
 //! - [`harness`]: one worker test's world (database, broker, directory) and
 //!   the CLI reads tests assert on; [`telemetry`]: the synchronous variant
 //!   the telemetry tests use.
+//! - [`heartbeat`]: status heartbeats handed to a batch as the worker does.
 //! - [`rows`]: the snapshot row, other sessions and row locks;
 //!   [`audit`]: the write-audit triggers.
 //! - [`http`] and [`exposition`]: `/metrics` fetched and parsed.
@@ -37,6 +38,7 @@ pub mod db;
 pub mod exposition;
 pub mod graph;
 pub mod harness;
+pub mod heartbeat;
 pub mod http;
 pub mod ingest;
 pub mod monitor;

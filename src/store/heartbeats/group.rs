@@ -1,6 +1,7 @@
-//! Many monitors' heartbeats handed in at once ([`Heartbeats::submit_group`]),
-//! answered together: one channel for the whole group instead of a oneshot
-//! and a waiting task per monitor, and no copy of any reporter.
+//! Heartbeats are handed in as a group ([`Heartbeats::submit`]: the
+//! worker's beat driver hands in every beat of a tick at once) and answered
+//! together: one channel for the whole group instead of a oneshot and a
+//! waiting task per monitor, and no copy of any reporter.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -17,32 +18,31 @@ pub struct GroupBeat {
     /// When `record` was last known to be the monitor's state.
     pub taken_at: DateTime<Utc>,
     /// `record` is what this reporter's last written heartbeat carried
-    /// (see [`Heartbeats::submit_unchanged`]).
+    /// (which [`HealthOutcome::Written`] answered), still the monitor's
+    /// state at `taken_at`: the flush then only refreshes the row's
+    /// heartbeat time, under the same token check, if the row is still as
+    /// that write left it, and writes `record` in full (as taken at
+    /// `taken_at`) if it is not. A record that differs from what was last
+    /// written must not be handed in as unchanged: its new content would
+    /// be lost.
     pub unchanged: bool,
 }
 
-/// Where the flusher answers a heartbeat.
-pub(super) enum Reply {
-    One(oneshot::Sender<HealthOutcome>),
-    Group { index: usize, answers: Arc<Answers> },
+/// Where the flusher answers a heartbeat: its slot in its group's answers.
+pub(super) struct Reply {
+    index: usize,
+    answers: Arc<Answers>,
 }
 
 impl Reply {
     pub(super) fn send(self, outcome: HealthOutcome) {
-        match self {
-            Self::One(reply) => {
-                // The monitor stopped waiting: nothing to tell it.
-                let _ = reply.send(outcome);
-            }
-            Self::Group { index, answers } => {
-                let mut outcomes = answers
-                    .outcomes
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                if let Some(slot) = outcomes.get_mut(index) {
-                    *slot = Some(outcome);
-                }
-            }
+        let mut outcomes = self
+            .answers
+            .outcomes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = outcomes.get_mut(self.index) {
+            *slot = Some(outcome);
         }
     }
 }
@@ -68,14 +68,15 @@ impl Drop for Answers {
 }
 
 impl Heartbeats {
-    /// Writes every heartbeat of `beats` with the next flush, each exactly
-    /// as [`Heartbeats::submit`] (or [`Heartbeats::submit_unchanged`] when
-    /// `unchanged`) would, and resolves once all are answered, with the
-    /// outcomes in the order given. Should the flusher be gone when a
-    /// heartbeat is handed in, that one is written on its own; `None`: the
-    /// flusher was dropped with the heartbeat queued (the worker's runtime
-    /// is shutting down) and its reporter went with it.
-    pub async fn submit_group(&self, beats: Vec<GroupBeat>) -> Vec<Option<HealthOutcome>> {
+    /// Writes every heartbeat of `beats` with the next flush, each if the
+    /// snapshot row still holds one of its reporter's tokens (see
+    /// [`GroupBeat::unchanged`] for a record handed in again), and resolves
+    /// once all are answered, with the outcomes in the order given. Should
+    /// the flusher be gone when a heartbeat is handed in, that one is
+    /// written on its own; `None`: the flusher was dropped with the
+    /// heartbeat queued (the worker's runtime is shutting down) and its
+    /// reporter went with it.
+    pub async fn submit(&self, beats: Vec<GroupBeat>) -> Vec<Option<HealthOutcome>> {
         let (done, answered) = oneshot::channel();
         let answers = Arc::new(Answers {
             outcomes: Mutex::new((0..beats.len()).map(|_| None).collect()),
@@ -88,7 +89,7 @@ impl Heartbeats {
                 record: beat.record,
                 taken_at: beat.taken_at,
                 unchanged: beat.unchanged,
-                reply: Reply::Group {
+                reply: Reply {
                     index,
                     answers: Arc::clone(&answers),
                 },

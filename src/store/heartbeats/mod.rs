@@ -13,7 +13,7 @@
 //! batch are written.
 //!
 //! A monitor whose record is the one its last written heartbeat carried
-//! hands it in as unchanged ([`Heartbeats::submit_unchanged`]): its row
+//! hands it in as unchanged ([`GroupBeat::unchanged`]): its row
 //! then only has its heartbeat time refreshed, after the same token check,
 //! provided the row is still as that write left it; otherwise the record
 //! is written in full, so a row never carries a fresh heartbeat with
@@ -25,7 +25,7 @@ mod statements;
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::{
@@ -48,7 +48,7 @@ pub const MAX_ROWS_PER_STATEMENT: usize = 1000;
 /// One monitor's heartbeat waiting for the next flush.
 struct Beat {
     reporter: HealthReporter,
-    /// Shared with `submit`'s fallback: no copy of the JSON columns.
+    /// Shared with the caller's fallback: no copy of the JSON columns.
     record: Arc<HealthRecord>,
     /// When `record` was last known to be the monitor's state: its
     /// `heartbeat_at`, or the beat's time for an unchanged record.
@@ -88,63 +88,6 @@ impl Heartbeats {
                 rows_per_statement: MAX_ROWS_PER_STATEMENT,
             },
         )
-    }
-
-    /// Writes `record` with the next flush if the snapshot row still holds
-    /// one of `reporter`'s tokens; resolves once that flush is done. Should
-    /// the flusher be gone (the worker is stopping), writes it on its own.
-    pub async fn submit(
-        &self,
-        reporter: HealthReporter,
-        record: impl Into<Arc<HealthRecord>>,
-    ) -> HealthOutcome {
-        let record = record.into();
-        let taken_at = record.heartbeat_at;
-        self.hand_in(reporter, record, taken_at, false).await
-    }
-
-    /// A heartbeat whose record is the one `reporter`'s last written
-    /// heartbeat carried (and which [`HealthOutcome::Written`] answered),
-    /// still the monitor's state at `now`: the next flush refreshes the
-    /// row's heartbeat time, under the same token check, if the row is
-    /// still as that write left it, and writes `record` in full (as taken
-    /// at `now`) if it is not. The caller must not hand in a record that
-    /// differs from what it last had written: its new content would be lost.
-    pub async fn submit_unchanged(
-        &self,
-        reporter: HealthReporter,
-        record: Arc<HealthRecord>,
-        now: DateTime<Utc>,
-    ) -> HealthOutcome {
-        self.hand_in(reporter, record, now, true).await
-    }
-
-    async fn hand_in(
-        &self,
-        reporter: HealthReporter,
-        record: Arc<HealthRecord>,
-        taken_at: DateTime<Utc>,
-        unchanged: bool,
-    ) -> HealthOutcome {
-        let (reply, outcome) = oneshot::channel();
-        let fallback = (reporter.clone(), Arc::clone(&record));
-        if self
-            .beats
-            .send(Beat {
-                reporter,
-                record,
-                taken_at,
-                unchanged,
-                reply: Reply::One(reply),
-            })
-            .is_err()
-        {
-            return report_alone(fallback, taken_at).await;
-        }
-        match outcome.await {
-            Ok(outcome) => outcome,
-            Err(_) => report_alone(fallback, taken_at).await,
-        }
     }
 }
 

@@ -115,7 +115,7 @@ async fn write(batch: Option<Heartbeats>, due: Vec<(Shared, Due)>) {
         settle.push((health, due.slot, due.record));
     }
     let outcomes = match batch {
-        Some(batch) => batch.submit_group(beats).await,
+        Some(batch) => batch.submit(beats).await,
         None => {
             join_all(
                 beats
