@@ -5,7 +5,7 @@
 //! what to change; a bad table is refused by `radar monitor create` and
 //! `radar monitor validate`.
 
-use std::{fs, time::Duration};
+use std::{fs, path::Path, time::Duration};
 
 use radar_testkit::{
     broker::Mosquitto, db, exposition::sample, monitor::MonitorFile, telemetry::create_monitor,
@@ -45,11 +45,6 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
 
     let broker = Mosquitto::start_anonymous();
     let worker = Worker::spawn(&db, &broker, dir.path(), &[], &[]);
-    let sample_of = |text: &str, name: &str, id: &str, extra: &[(&str, &str)]| {
-        let mut labels: Vec<(&str, &str)> = vec![("monitor_id", id)];
-        labels.extend_from_slice(extra);
-        sample(text, name, &labels)
-    };
     wait_for(Duration::from_secs(60), "both monitors connected", || {
         let text = worker.metrics();
         [&seconds_id, &millis_id]
@@ -58,24 +53,7 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
             .then_some(())
     });
 
-    let start = now_ms() - 5_000;
-    for i in 0..FRAMES as i64 {
-        let ms = start + i * 10;
-        broker.publish(
-            &seconds_topic,
-            &format!(
-                r#"{{"device": "p7", "data": {{"v": {}.5, "unit": "bar"}}, "t": {}}}"#,
-                i % 5,
-                seconds(ms)
-            ),
-        );
-    }
-    // Whole epoch seconds where milliseconds are expected (no table).
-    for i in 0..WRONG_UNIT as i64 {
-        let secs = (start + i * 1_000) / 1_000;
-        broker.publish(&millis_topic, &format!(r#"{{"ts": {secs}, "value": 1}}"#));
-    }
-
+    publish_seconds_everywhere(&broker, &seconds_topic, &millis_topic);
     let text = wait_for(
         Duration::from_secs(60),
         "the seconds monitor formed its frames and the millis monitor counted the unit mistakes",
@@ -87,14 +65,55 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
             (frames == Some(FRAMES as f64) && wrong == Some(WRONG_UNIT as f64)).then_some(text)
         },
     );
+    only_the_millis_monitor_rejects_and_only_for_the_unit(&text, &seconds_id, &millis_id);
+    one_aggregated_line_says_what_to_change(&worker, &millis_id);
+    drop(worker);
+
+    bad_tables_are_refused_and_the_good_one_is_valid(&db, dir.path(), &base);
+}
+
+/// Monitor `id`'s sample `name`, with `extra` labels besides its id.
+fn sample_of(text: &str, name: &str, id: &str, extra: &[(&str, &str)]) -> Option<f64> {
+    let mut labels: Vec<(&str, &str)> = vec![("monitor_id", id)];
+    labels.extend_from_slice(extra);
+    sample(text, name, &labels)
+}
+
+/// `FRAMES` nested observations in epoch seconds to the seconds monitor,
+/// and `WRONG_UNIT` whole epoch seconds to the monitor that expects
+/// milliseconds (no table).
+fn publish_seconds_everywhere(broker: &Mosquitto, seconds_topic: &str, millis_topic: &str) {
+    let start = now_ms() - 5_000;
+    for i in 0..FRAMES as i64 {
+        let ms = start + i * 10;
+        broker.publish(
+            seconds_topic,
+            &format!(
+                r#"{{"device": "p7", "data": {{"v": {}.5, "unit": "bar"}}, "t": {}}}"#,
+                i % 5,
+                seconds(ms)
+            ),
+        );
+    }
+    for i in 0..WRONG_UNIT as i64 {
+        let secs = (start + i * 1_000) / 1_000;
+        broker.publish(millis_topic, &format!(r#"{{"ts": {secs}, "value": 1}}"#));
+    }
+}
+
+fn only_the_millis_monitor_rejects_and_only_for_the_unit(
+    text: &str,
+    seconds_id: &str,
+    millis_id: &str,
+) {
     assert_eq!(
-        sample_of(&text, "radar_frames_emitted_total", &millis_id, &[]),
+        sample_of(text, "radar_frames_emitted_total", millis_id, &[]),
         Some(0.0),
         "{text}"
     );
     assert_eq!(
         sample(
-            &text,
+            text,
             "radar_observations_rejected_by_reason_total",
             &[("reason", "timestamp_unit")]
         ),
@@ -104,7 +123,7 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
     for reason in ["stale", "too_old", "bad_ts"] {
         assert_eq!(
             sample(
-                &text,
+                text,
                 "radar_observations_rejected_by_reason_total",
                 &[("reason", reason)]
             ),
@@ -113,13 +132,15 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
         );
     }
     assert_eq!(
-        sample_of(&text, "radar_observations_rejected_total", &seconds_id, &[]),
+        sample_of(text, "radar_observations_rejected_total", seconds_id, &[]),
         Some(0.0),
         "{text}"
     );
+}
 
-    // One aggregated line names the monitor, the reading, the configured
-    // unit and what to change.
+/// One aggregated line names the monitor, the reading, the configured unit
+/// and what to change.
+fn one_aggregated_line_says_what_to_change(worker: &Worker, millis_id: &str) {
     let log = wait_for(
         Duration::from_secs(30),
         "the unit warning is logged",
@@ -139,7 +160,7 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
     );
     let line = lines[0];
     for part in [
-        millis_id.as_str(),
+        millis_id,
         "reading \"a\"",
         "configured unit \"ms\"",
         "ts_unit = \"s\"",
@@ -147,16 +168,18 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
     ] {
         assert!(line.contains(part), "{part} in: {line}");
     }
-    drop(worker);
+}
 
-    // A bad table is refused before any database work, naming each field.
-    let bad = dir.path().join("bad.toml");
+/// A bad table is refused before any database work, naming each field; the
+/// seconds monitor's file (written by `create_monitor_from`) is valid.
+fn bad_tables_are_refused_and_the_good_one_is_valid(db: &db::TestDb, dir: &Path, base: &str) {
+    let bad = dir.join("bad.toml");
     fs::write(
         &bad,
         seconds_monitor("bad", &format!("{base}/bad")).replace("\"/data/v\"", "\"data.v\""),
     )
     .unwrap();
-    let out = radar(&db)
+    let out = radar(db)
         .args(["monitor", "create", "--config"])
         .arg(&bad)
         .output()
@@ -167,14 +190,14 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
         stderr.contains("payload.value") && stderr.contains("does not start with `/`"),
         "{stderr}"
     );
-    let unit = dir.path().join("unit.toml");
+    let unit = dir.join("unit.toml");
     fs::write(
         &unit,
         seconds_monitor("unit", &format!("{base}/unit"))
             .replace("ts_unit = \"s\"", "ts_unit = \"sec\""),
     )
     .unwrap();
-    let out = radar(&db)
+    let out = radar(db)
         .args(["monitor", "validate", "--config"])
         .arg(&unit)
         .output()
@@ -185,10 +208,9 @@ async fn epoch_seconds_form_frames_under_a_seconds_table_and_are_a_named_unit_mi
         stderr.contains("sec") && stderr.contains("rfc3339"),
         "{stderr}"
     );
-    // The file create_monitor_from wrote for the seconds monitor.
-    let out = radar(&db)
+    let out = radar(db)
         .args(["monitor", "validate", "--config"])
-        .arg(dir.path().join("seconds.toml"))
+        .arg(dir.join("seconds.toml"))
         .output()
         .unwrap();
     assert!(

@@ -30,24 +30,7 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
 
     // Publish only once the subscription is acknowledged.
     worker.wait_connected(&id);
-
-    let base = now_ms();
-    for i in 0..GOOD {
-        let payload = format!(r#"{{"ts": {}, "value": {}.25}}"#, base + i as i64, i % 7);
-        broker.publish(&topic, &payload);
-    }
-    broker.publish(&topic, "this is not json");
-    broker.publish(
-        &topic,
-        &format!(r#"{{"ts": {}, "value": "NaN"}}"#, base + 1000),
-    );
-    // A re-publish of an observation already taken: at the watermark.
-    broker.publish(&topic, &format!(r#"{{"ts": {}, "value": 3.25}}"#, base + 5));
-    // Larger than RADAR_MQTT_MAX_MESSAGE_BYTES (4096): refused on the network
-    // side, before the model, and still counted by reason.
-    broker.publish(&topic, &"x".repeat(5000));
-    let received = GOOD + 4;
-
+    let received = publish_good_and_bad(&broker, &topic);
     let text = wait_for(
         Duration::from_secs(30),
         "every published message is counted as received and the frames are out",
@@ -59,86 +42,139 @@ async fn a_scrape_after_known_observations_carries_exact_counts_and_passes_promt
         },
     );
 
-    let value = |name: &str, extra: &[(&str, &str)]| {
-        let mut labels = me.to_vec();
-        labels.extend_from_slice(extra);
-        sample(&text, name, &labels)
+    let scrape = Scrape {
+        text: &text,
+        me: &me,
     };
-    assert_eq!(
-        value("radar_observations_received_total", &[]),
-        Some(received as f64),
-        "{text}"
+    scrape.counts_each_fate(received);
+    scrape.shows_the_connection_phase_and_queue();
+    scrape.names_the_monitor_and_no_payload();
+    promtool_check(&text);
+}
+
+/// Publishes `GOOD` observations and one each of four named rejections;
+/// returns how many messages were published.
+fn publish_good_and_bad(broker: &Mosquitto, topic: &str) -> usize {
+    let base = now_ms();
+    for i in 0..GOOD {
+        let payload = format!(r#"{{"ts": {}, "value": {}.25}}"#, base + i as i64, i % 7);
+        broker.publish(topic, &payload);
+    }
+    broker.publish(topic, "this is not json");
+    broker.publish(
+        topic,
+        &format!(r#"{{"ts": {}, "value": "NaN"}}"#, base + 1000),
     );
-    assert_eq!(
-        value("radar_observations_accepted_total", &[]),
-        Some(GOOD as f64),
-        "{text}"
-    );
-    // The worker has this one monitor, so its breakdown by reason is the
-    // monitor's.
-    for reason in ["not_json", "value_not_a_number", "stale", "too_large"] {
+    // A re-publish of an observation already taken: at the watermark.
+    broker.publish(topic, &format!(r#"{{"ts": {}, "value": 3.25}}"#, base + 5));
+    // Larger than RADAR_MQTT_MAX_MESSAGE_BYTES (4096): refused on the network
+    // side, before the model, and still counted by reason.
+    broker.publish(topic, &"x".repeat(5000));
+    GOOD + 4
+}
+
+/// One scrape of the worker, read for its one monitor.
+struct Scrape<'a> {
+    text: &'a str,
+    me: &'a [(&'a str, &'a str)],
+}
+
+impl Scrape<'_> {
+    /// The monitor's sample `name` with `extra` labels besides its id.
+    fn value(&self, name: &str, extra: &[(&str, &str)]) -> Option<f64> {
+        let mut labels = self.me.to_vec();
+        labels.extend_from_slice(extra);
+        sample(self.text, name, &labels)
+    }
+
+    /// Received = accepted + each named rejection; frames as published.
+    fn counts_each_fate(&self, received: usize) {
+        let text = self.text;
         assert_eq!(
-            sample(
-                &text,
-                "radar_observations_rejected_by_reason_total",
-                &[("reason", reason)]
-            ),
-            Some(1.0),
-            "one rejection for {reason}:\n{text}"
+            self.value("radar_observations_received_total", &[]),
+            Some(received as f64),
+            "{text}"
+        );
+        assert_eq!(
+            self.value("radar_observations_accepted_total", &[]),
+            Some(GOOD as f64),
+            "{text}"
+        );
+        // The worker has this one monitor, so its breakdown by reason is the
+        // monitor's.
+        for reason in ["not_json", "value_not_a_number", "stale", "too_large"] {
+            assert_eq!(
+                sample(
+                    text,
+                    "radar_observations_rejected_by_reason_total",
+                    &[("reason", reason)]
+                ),
+                Some(1.0),
+                "one rejection for {reason}:\n{text}"
+            );
+        }
+        let by_reason_total: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("radar_observations_rejected_by_reason_total{"))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum();
+        assert_eq!(by_reason_total, 4.0, "no other rejection:\n{text}");
+        assert_eq!(
+            self.value("radar_observations_rejected_total", &[]),
+            Some(4.0),
+            "{text}"
+        );
+        assert_eq!(
+            self.value("radar_frames_emitted_total", &[]),
+            Some(GOOD as f64),
+            "{text}"
         );
     }
-    let by_reason_total: f64 = text
-        .lines()
-        .filter(|l| l.starts_with("radar_observations_rejected_by_reason_total{"))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum();
-    assert_eq!(by_reason_total, 4.0, "no other rejection:\n{text}");
-    assert_eq!(
-        value("radar_observations_rejected_total", &[]),
-        Some(4.0),
-        "{text}"
-    );
-    assert_eq!(
-        value("radar_frames_emitted_total", &[]),
-        Some(GOOD as f64),
-        "{text}"
-    );
-    assert_eq!(value("radar_mqtt_connected", &[]), Some(1.0), "{text}");
-    // 20 training frames, then calibration.
-    assert_eq!(
-        value("radar_detector_phase", &[("phase", "calibrating")]),
-        Some(1.0),
-        "{text}"
-    );
-    assert_eq!(
-        value("radar_detector_phase", &[("phase", "training")]),
-        None,
-        "{text}"
-    );
-    // The queue capacity is a worker setting: one line, no monitor label.
-    assert_eq!(
-        sample(&text, "radar_ingress_queue_capacity", &[]),
-        Some(CAPACITY.parse().unwrap()),
-        "{text}"
-    );
-    assert_eq!(
-        value("radar_monitor_state", &[("state", "connected")]),
-        Some(1.0),
-        "{text}"
-    );
-    assert!(
-        value("radar_checkpoint_commits_total", &[]).is_some_and(|n| n >= 1.0),
-        "at least one checkpoint committed:\n{text}"
-    );
-    // The monitor's name is on its info series; no payload value is a label.
-    assert_eq!(
-        value("radar_monitor_info", &[("monitor_name", "scraped")]),
-        Some(1.0),
-        "{text}"
-    );
-    assert!(!text.contains("not json"), "{text}");
 
-    promtool_check(&text);
+    /// Connected, calibrating after 20 training frames, the worker's queue
+    /// capacity, and at least one checkpoint committed.
+    fn shows_the_connection_phase_and_queue(&self) {
+        let text = self.text;
+        assert_eq!(self.value("radar_mqtt_connected", &[]), Some(1.0), "{text}");
+        // 20 training frames, then calibration.
+        assert_eq!(
+            self.value("radar_detector_phase", &[("phase", "calibrating")]),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            self.value("radar_detector_phase", &[("phase", "training")]),
+            None,
+            "{text}"
+        );
+        // The queue capacity is a worker setting: one line, no monitor label.
+        assert_eq!(
+            sample(text, "radar_ingress_queue_capacity", &[]),
+            Some(CAPACITY.parse().unwrap()),
+            "{text}"
+        );
+        assert_eq!(
+            self.value("radar_monitor_state", &[("state", "connected")]),
+            Some(1.0),
+            "{text}"
+        );
+        assert!(
+            self.value("radar_checkpoint_commits_total", &[])
+                .is_some_and(|n| n >= 1.0),
+            "at least one checkpoint committed:\n{text}"
+        );
+    }
+
+    /// The monitor's name is on its info series; no payload value is a label.
+    fn names_the_monitor_and_no_payload(&self) {
+        let text = self.text;
+        assert_eq!(
+            self.value("radar_monitor_info", &[("monitor_name", "scraped")]),
+            Some(1.0),
+            "{text}"
+        );
+        assert!(!text.contains("not json"), "{text}");
+    }
 }
 
 /// The startup commit (before subscribing) is a checkpoint commit like the

@@ -3,7 +3,7 @@
 //! locked by another transaction: `checkpoint_stalled`), and one refused at
 //! startup because its snapshot was tampered with (`startup_failed`).
 
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
 use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
 use radar_testkit::{
@@ -41,23 +41,8 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
     let stalled = create_monitor(&db, dir.path(), "stalled", &topic_b);
     let broken = create_monitor(&db, dir.path(), "broken", &topic_c);
     let broker = Mosquitto::start_anonymous();
-    let mut conn = db::connect(&db).await;
 
-    // The failed startup: a first run writes a snapshot, then one payload
-    // bit is flipped, so the next start must refuse it.
-    let first = Worker::spawn(&db, &broker, dir.path(), &[&broken], &[]);
-    first.wait_connected(&broken);
-    let exit = first.terminate();
-    assert!(exit.success(), "first run exit status {exit}");
-    let tampered = diesel::sql_query(format!(
-        "UPDATE radar_runtime_checkpoints \
-         SET payload = set_byte(payload, 3, get_byte(payload, 3) # 1) \
-         WHERE service_id = '{broken}'::uuid"
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    assert_eq!(tampered, 1, "one snapshot row tampered");
+    tamper_after_a_first_run(&db, &broker, dir.path(), &broken).await;
     // One worker runs the whole shard (all three monitors); its checkpoint
     // statements time out after 2 s. It refuses the tampered one and keeps
     // running the others.
@@ -119,14 +104,47 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
         },
     );
 
-    let a = row(&rows, &healthy);
+    the_healthy_row_is_connected_and_fresh(&db, row(&rows, &healthy));
+    the_stalled_row_names_the_timeout_and_an_open_gap(row(&rows, &stalled));
+    the_broken_row_names_the_corruption(row(&rows, &broken));
+
+    // The worker's readiness agrees: only the stalled monitor is not ready.
+    let (code, body) = worker.get("/readyz").unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains(&stalled) && !body.contains(&healthy),
+        "{body}"
+    );
+
+    locker.batch_execute("ROLLBACK").await.unwrap();
+}
+
+/// A first run writes `broken`'s snapshot, then one payload bit is flipped,
+/// so the next start must refuse it.
+async fn tamper_after_a_first_run(db: &db::TestDb, broker: &Mosquitto, dir: &Path, broken: &str) {
+    let first = Worker::spawn(db, broker, dir, &[broken], &[]);
+    first.wait_connected(broken);
+    let exit = first.terminate();
+    assert!(exit.success(), "first run exit status {exit}");
+    let tampered = diesel::sql_query(format!(
+        "UPDATE radar_runtime_checkpoints \
+         SET payload = set_byte(payload, 3, get_byte(payload, 3) # 1) \
+         WHERE service_id = '{broken}'::uuid"
+    ))
+    .execute(&mut db::connect(db).await)
+    .await
+    .unwrap();
+    assert_eq!(tampered, 1, "one snapshot row tampered");
+}
+
+fn the_healthy_row_is_connected_and_fresh(db: &db::TestDb, a: &serde_json::Value) {
     assert_eq!(a["connected"], true, "{a}");
     // The heartbeat carries when reading `a` last delivered, on the
     // database's clock: a fresh age, not a timestamp of the worker's clock.
     let age = a["reading_ages_seconds"]["a"].as_i64();
     assert!(age.is_some_and(|s| (0..60).contains(&s)), "{a}");
     assert!(a["reading_seen_at"]["a"].is_string(), "{a}");
-    let table = radar(&db).args(["status"]).output().unwrap();
+    let table = radar(db).args(["status"]).output().unwrap();
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("READING AGE"), "{table}");
     let healthy_line = table
@@ -146,8 +164,9 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
             .is_some_and(|w| w.starts_with("telemetry-test-")),
         "{a}"
     );
+}
 
-    let b = row(&rows, &stalled);
+fn the_stalled_row_names_the_timeout_and_an_open_gap(b: &serde_json::Value) {
     assert_eq!(
         b["heartbeat_stale"], false,
         "the heartbeat still lands: {b}"
@@ -164,8 +183,9 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
             .any(|g| g["cause"] == "checkpoint_stall" && g["to"].is_null())),
         "an open checkpoint_stall coverage gap: {b}"
     );
+}
 
-    let c = row(&rows, &broken);
+fn the_broken_row_names_the_corruption(c: &serde_json::Value) {
     assert_eq!(c["connected"], false, "{c}");
     assert!(
         c["last_error"]
@@ -173,14 +193,4 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
             .is_some_and(|e| e.contains("corrupted")),
         "the failed startup names the corruption: {c}"
     );
-
-    // The worker's readiness agrees: only the stalled monitor is not ready.
-    let (code, body) = worker.get("/readyz").unwrap();
-    assert_eq!(code, 503, "{body}");
-    assert!(
-        body.contains(&stalled) && !body.contains(&healthy),
-        "{body}"
-    );
-
-    locker.batch_execute("ROLLBACK").await.unwrap();
 }

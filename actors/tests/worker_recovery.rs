@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use diesel_async::RunQueryDsl;
 use radar_testkit::prelude::*;
+use uuid::Uuid;
 
 const START: Duration = Duration::from_secs(30);
 
@@ -19,36 +20,7 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
     let (id, prefix) = h.create_monitor_edited("kill9", |toml| {
         toml.replace("max_age_ms = 30000", "max_age_ms = 3600000")
     });
-    let mut worker = h.spawn_worker("w-kill-1", &[], &[]);
-    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
-        .await;
-
-    let mut publisher = Publisher::connect(h.broker.port).await;
-    let first = publisher.frames(&prefix, 60).await;
-    publisher.flush(START).await;
-    h.wait_status(id, START, "60 frames are processed", |s| processed(s) == 60)
-        .await;
-    let mut conn = h.connect().await;
-    wait_snapshot(&mut conn, id, START, "a snapshot with 60 frames", |r| {
-        r.processed_count == 60
-    })
-    .await;
-
-    // Kill mid-stream: frames are still arriving.
-    let streaming = publisher.frames(&prefix, 30).await;
-    publisher.flush(START).await;
-    worker.kill9();
-    wait_for_no_other_sessions(&mut conn, START).await;
-    let committed = snapshot_row(&mut conn, id)
-        .await
-        .expect("a committed snapshot");
-    assert!(committed.processed_count >= 60, "{committed:?}");
-    eprintln!(
-        "killed with {} frames committed of {} published",
-        committed.processed_count,
-        60 + streaming.len()
-    );
-
+    let (mut publisher, first, committed) = run_and_kill_mid_stream(&h, id, &prefix).await;
     // A retained message with an old source time: the broker delivers it
     // when the restarted monitor subscribes, and it must be rejected as stale.
     publisher
@@ -62,47 +34,12 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
             state(s) == "running" && s["worker_id"] == "w-kill-2"
         })
         .await;
-    assert_eq!(
-        restored["recovery"]["restored_processed_count"].as_u64(),
-        Some(committed.processed_count as u64),
-        "restored from the committed snapshot: {restored:#}"
-    );
-    assert_eq!(
-        processed(&restored),
-        committed.processed_count as u64,
-        "the processed count starts at the committed one, not zero: {restored:#}"
-    );
-    let rollback = restored["coverage"]["gaps"]
-        .as_array()
-        .and_then(|gaps| gaps.iter().find(|g| g["cause"] == "restart_rollback"))
-        .unwrap_or_else(|| panic!("the restart gap is reported: {:#}", restored["coverage"]));
-    let from: chrono::DateTime<chrono::Utc> = rollback["from"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .expect("gap start");
-    assert!(
-        (from - committed.saved_at).num_milliseconds().abs() <= 1,
-        "the gap starts when the restored snapshot was saved ({}): {rollback:#}",
-        committed.saved_at
-    );
+    restored_from_the_committed_snapshot_with_its_gap(&restored, &committed);
 
-    // Re-deliveries of frames the snapshot already covers are stale.
-    let redelivered = [first[0], first[30], first[59]];
-    for ts in redelivered {
-        for reading in ["a", "b"] {
-            publisher
-                .raw(&format!("{prefix}/{reading}"), ts, 5.0, false)
-                .await;
-        }
-    }
-    // A replay from before the maximum age is below the watermark too, but
-    // is named `too_old`: the rule that decides it comes first.
-    let two_hours_before = first[0] - 2 * 3_600_000;
-    publisher
-        .raw(&format!("{prefix}/a"), two_hours_before, 5.0, false)
-        .await;
+    redeliver_covered_frames_and_a_replay(&mut publisher, &prefix, &first).await;
     publisher.frames(&prefix, 10).await;
     publisher.flush(START).await;
+    let mut conn = h.connect().await;
     let expected = committed.processed_count as u64 + 10;
     h.wait_status(
         id,
@@ -120,6 +57,103 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
     )
     .await;
     assert_eq!(row.writer_id, "w-kill-2");
+    stale_and_too_old_are_counted(&h, id);
+}
+
+/// Runs a worker through 60 committed frames, publishes 30 more and kills
+/// it mid-stream; returns the publisher, the first 60 frames' times and the
+/// snapshot row the kill left.
+async fn run_and_kill_mid_stream(
+    h: &Harness,
+    id: Uuid,
+    prefix: &str,
+) -> (Publisher, Vec<i64>, SnapshotRow) {
+    let mut worker = h.spawn_worker("w-kill-1", &[], &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
+
+    let mut publisher = Publisher::connect(h.broker.port).await;
+    let first = publisher.frames(prefix, 60).await;
+    publisher.flush(START).await;
+    h.wait_status(id, START, "60 frames are processed", |s| processed(s) == 60)
+        .await;
+    let mut conn = h.connect().await;
+    wait_snapshot(&mut conn, id, START, "a snapshot with 60 frames", |r| {
+        r.processed_count == 60
+    })
+    .await;
+
+    // Kill mid-stream: frames are still arriving.
+    let streaming = publisher.frames(prefix, 30).await;
+    publisher.flush(START).await;
+    worker.kill9();
+    wait_for_no_other_sessions(&mut conn, START).await;
+    let committed = snapshot_row(&mut conn, id)
+        .await
+        .expect("a committed snapshot");
+    assert!(committed.processed_count >= 60, "{committed:?}");
+    eprintln!(
+        "killed with {} frames committed of {} published",
+        committed.processed_count,
+        60 + streaming.len()
+    );
+
+    (publisher, first, committed)
+}
+
+fn restored_from_the_committed_snapshot_with_its_gap(
+    restored: &serde_json::Value,
+    committed: &SnapshotRow,
+) {
+    assert_eq!(
+        restored["recovery"]["restored_processed_count"].as_u64(),
+        Some(committed.processed_count as u64),
+        "restored from the committed snapshot: {restored:#}"
+    );
+    assert_eq!(
+        processed(restored),
+        committed.processed_count as u64,
+        "the processed count starts at the committed one, not zero: {restored:#}"
+    );
+    let rollback = restored["coverage"]["gaps"]
+        .as_array()
+        .and_then(|gaps| gaps.iter().find(|g| g["cause"] == "restart_rollback"))
+        .unwrap_or_else(|| panic!("the restart gap is reported: {:#}", restored["coverage"]));
+    let from: chrono::DateTime<chrono::Utc> = rollback["from"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .expect("gap start");
+    assert!(
+        (from - committed.saved_at).num_milliseconds().abs() <= 1,
+        "the gap starts when the restored snapshot was saved ({}): {rollback:#}",
+        committed.saved_at
+    );
+}
+
+/// Re-deliveries of frames the snapshot already covers, and one replay
+/// from before the maximum age.
+async fn redeliver_covered_frames_and_a_replay(
+    publisher: &mut Publisher,
+    prefix: &str,
+    first: &[i64],
+) {
+    let redelivered = [first[0], first[30], first[59]];
+    for ts in redelivered {
+        for reading in ["a", "b"] {
+            publisher
+                .raw(&format!("{prefix}/{reading}"), ts, 5.0, false)
+                .await;
+        }
+    }
+    // A replay from before the maximum age is below the watermark too, but
+    // is named `too_old`: the rule that decides it comes first.
+    let two_hours_before = first[0] - 2 * 3_600_000;
+    publisher
+        .raw(&format!("{prefix}/a"), two_hours_before, 5.0, false)
+        .await;
+}
+
+fn stale_and_too_old_are_counted(h: &Harness, id: Uuid) {
     let (inspection, code) = h.inspect(id);
     assert_eq!(code, Some(0), "{inspection:#}");
     let rejected = counts(&inspection["counters"]["observations_rejected"]);
