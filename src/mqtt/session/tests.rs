@@ -439,6 +439,29 @@ fn step() -> impl Strategy<Value = (Step, u64)> {
     (step, 0..2_000u64)
 }
 
+/// A whole handshake in one go (CONNACK, three SUBSCRIBEs on the wire, their
+/// SUBACKs in any order), so that random runs often get connected.
+fn handshake() -> impl Strategy<Value = Vec<(Step, u64)>> {
+    let code = prop_oneof![6 => Just(OK), 1 => Just(REFUSED)];
+    let order = Just(vec![1u16, 2, 3]).prop_shuffle();
+    (order, proptest::collection::vec(code, 3)).prop_map(|(order, codes)| {
+        let mut steps = vec![(Step::ConnAck, 1), (Step::Subscribed, 0)];
+        steps.extend((1..=3).map(|pkid| (Step::Sent(pkid), 0)));
+        steps.extend(
+            order
+                .into_iter()
+                .zip(codes)
+                .map(|(p, c)| (Step::SubAck(p, c), 1)),
+        );
+        steps
+    })
+}
+
+fn steps() -> impl Strategy<Value = Vec<(Step, u64)>> {
+    let chunk = prop_oneof![3 => step().prop_map(|s| vec![s]), 1 => handshake()];
+    proptest::collection::vec(chunk, 1..40).prop_map(|c| c.concat())
+}
+
 /// What the test knows independently of the session, from the inputs it
 /// fed and the actions it got.
 #[derive(Default)]
@@ -479,7 +502,7 @@ proptest! {
     /// between a CONNACK and the connection's end; nothing after a stop.
     #[test]
     fn any_input_sequence_keeps_the_reconnect_rules(
-        steps in proptest::collection::vec(step(), 1..80),
+        steps in steps(),
     ) {
         let required = ["a", "b"];
         let (mut s, first): (Session, Actions) = Session::new(config(three_topics()), at(0));
