@@ -44,6 +44,8 @@ pub enum State {
     /// Attempt `attempt` is connecting; it fails at `deadline`.
     Connecting { attempt: u32, deadline: Instant },
     /// CONNACK seen; SUBACKs still missing (see `Session::unacknowledged`).
+    /// Messages are admitted already: a topic's retained message follows
+    /// its own SUBACK and may come before the last one.
     Subscribing { attempt: u32, deadline: Instant },
     /// Every required subscription is acknowledged: established.
     Live { attempt: u32 },
@@ -124,7 +126,7 @@ impl Session {
         if self.is_stopped() {
             return Vec::new();
         }
-        let connected = self.connack_seen();
+        let connection_up = self.connack_seen();
         let from_broker = matches!(
             input,
             Input::ConnAck | Input::SubAck { .. } | Input::Publish(_) | Input::OtherPacket
@@ -140,8 +142,8 @@ impl Session {
                 self.subscriptions.on_subscribe_sent(pkid);
                 Vec::new()
             }
-            Input::SubAck { pkid, codes } if connected => self.on_suback(pkid, &codes, now),
-            Input::Publish(message) if connected => vec![Action::Admit(message)],
+            Input::SubAck { pkid, codes } if connection_up => self.on_suback(pkid, &codes, now),
+            Input::Publish(message) if connection_up => vec![Action::Admit(message)],
             Input::ConnectionFailed { reason } if self.polls() => self.lost(reason, false, now),
             Input::SubscribeNotQueued { reason }
                 if matches!(self.state, State::Subscribing { .. }) =>
