@@ -41,7 +41,7 @@ pub enum Input<M> {
     Subscribed,
     /// The client would not take a SUBSCRIBE request.
     SubscribeNotQueued { reason: String },
-    /// The instant of [`Session::timer`] has come.
+    /// The instant of [`Session::timer`](super::Session::timer) has come.
     TimerFired,
     /// Ingestion must end (a stop, or nobody reads the queue any more).
     StopRequested,
