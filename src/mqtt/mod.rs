@@ -9,12 +9,16 @@
 //! - `subscriptions`: which SUBACKs are still missing, pure.
 //! - `ingress`: stamping, topic mapping and size check of a PUBLISH, and the
 //!   shared counters.
-//! - `owner`: the task that owns the rumqttc event loop ([`spawn`]).
+//! - [`session`]: the reconnect session as a pure state machine: inputs
+//!   from the event loop in, actions out (no IO, no clock, no client).
+//! - `owner`: the task that owns the rumqttc event loop ([`spawn`]) and
+//!   carries out the session's actions: the one place that does IO.
 //! - `pointer`: a JSON pointer resolved over raw message text (pure).
 //! - `diagnose`: a failed attempt as a sentence an operator can act on (pure).
 //! - `events`: what the owner reports ([`ConnectionEvent`], [`LinkStatus`]).
 
 pub mod payload;
+pub mod session;
 
 mod backoff;
 mod diagnose;

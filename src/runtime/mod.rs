@@ -9,8 +9,8 @@
 //! completes the frame that reaches `interval_frames`, as read in the code
 //! (issue #19: before as of 1c4d103; after, with one commit path):
 //!
-//! 1. `radar::mqtt::owner::Owner::stream` (mqtt/owner/session.rs) — rumqttc `EventLoop::poll` yields `Incoming(Publish)`; a task on the monitor actor's arbiter
-//! 2. `Owner::on_event` (mqtt/owner/session.rs) — routes the PUBLISH to `admit`
+//! 1. `radar::mqtt::owner::Owner::next_input` (mqtt/owner/run.rs) — rumqttc `EventLoop::poll` yields `Incoming(Publish)`, the session's `Input::Publish`; a task on the monitor actor's arbiter
+//! 2. `radar::mqtt::session::Session::handle` (mqtt/session/mod.rs) — the connection is up: `Action::Admit`, which `Owner::carry_out` (mqtt/owner/actions.rs) hands to `admit`
 //! 3. `Owner::admit` (mqtt/owner/admission.rs) — stamps the receipt clocks
 //! 4. `radar::mqtt::ingress::admit` (mqtt/ingress.rs) — topic route and size check; the `RawMessage` joins the burst
 //! 5. `Owner::queue_burst` (mqtt/owner/admission.rs) — sends into the bounded mpsc queue (the model's input stream), waiting while full [thread]
@@ -46,11 +46,37 @@
 //!
 //! | | before (1c4d103) | after |
 //! |---|---|---|
-//! | function-level hops | 26 | 29 (`hand_off`, `queue` and `committed` are named steps now) |
+//! | function-level hops | 26 | 30 (`hand_off`, `queue` and `committed` are named steps now; the reconnect session's decision adds `carry_out` in step 2) |
 //! | crossings (thread + channel or mailbox) | 3, 4 with results | 3: the queue, `SnapshotReady`, `CommitReport` |
 //! | messages model <-> checkpoint per commit | 2, 3 with results | 2, with or without results |
 //! | `NewResults` | one per step with results | one per input batch, only for results no snapshot took |
 //! | ModelActor entries | 2 (the batch, the report) | 2 |
+//!
+//! # Reconnection
+//!
+//! The design card lists a reconnect actor beside ingestion. The reconnect
+//! owner stays one task under the ingestion actor, with its decisions in a
+//! pure state machine, `radar::mqtt::session::Session`: inputs from the
+//! event loop in, actions out (subscribe, admit, drop the connection,
+//! report, back off), no IO. Why not an actor of its own:
+//!
+//! - rumqttc delivers CONNACK, SUBACKs and PUBLISHes through one
+//!   `EventLoop`, which one task must poll without pause while connected
+//!   (keep-alive pings are sent from `poll`). Reconnecting and admitting are
+//!   two readings of the same stream, so an actor for each would either
+//!   split the event loop (impossible) or move every PUBLISH or every
+//!   CONNACK/SUBACK through a mailbox to reach the other.
+//! - Back-pressure is the owner not polling while the bounded queue is full
+//!   (the broker then holds the backlog). An actor's mailbox in between
+//!   would have to buffer instead, or stop the actor that must keep the
+//!   connection alive.
+//! - During a backoff wait the event loop must not be polled at all, or
+//!   rumqttc reconnects at once; the wait is part of the same loop.
+//! - "Exactly one reconnect owner" is held by construction: one `Session`
+//!   value per monitor, owned by one task, decides every attempt; the
+//!   ingestion actor only starts and stops that task and relays its
+//!   `ConnectionEvent`s to the model. The property tests of the session
+//!   check that one attempt runs at a time and the backoff schedule.
 //!
 //! The owner and the checkpoint actor share the monitor actor's arbiter;
 //! the model has its own thread. A checkpoint due later (maximum interval,

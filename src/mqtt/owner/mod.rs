@@ -1,8 +1,16 @@
 //! The reconnect owner: the one task that polls a monitor's MQTT event loop.
-//! It connects, subscribes and checks every SUBACK, admits PUBLISHes into
-//! the bounded ingress queue, and after any failure waits on the backoff
-//! schedule before the next attempt (rumqttc would otherwise reconnect at
-//! once and spin). It is the only place here that does network IO.
+//! It feeds what the event loop reports to the monitor's [`Session`] (the
+//! pure state machine that decides when to subscribe, when the monitor is
+//! connected, when to drop the connection and how long to back off) and
+//! carries out the session's actions: subscribing, admitting PUBLISHes into
+//! the bounded ingress queue, reporting, waiting before the next attempt
+//! (rumqttc would otherwise reconnect at once and spin). It is the only
+//! place here that does network IO.
+//!
+//! - `run`: the loop (the next input, the actions, the graceful stop).
+//! - `actions`: carrying out one action.
+//! - `admission`: the burst and the queue.
+//! - `status`: the link status and the event channel.
 //!
 //! Back-pressure is the owner not polling: while the queue is full it waits
 //! for a slot, rumqttc reads nothing more, QoS 1 acknowledgements stop and
@@ -12,7 +20,7 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use rumqttc::{AsyncClient, EventLoop};
 use tokio::{
     sync::{mpsc, watch},
@@ -23,13 +31,14 @@ use tracing::warn;
 use super::{
     ConnectionEvent, IngestOptions, IngressCounters, LinkStatus, MqttError, RawMessage,
     payload::TopicRoutes,
-    subscriptions::{Subscriptions, TopicSubscription},
+    session::{Session, SessionConfig},
+    subscriptions::TopicSubscription,
 };
 use crate::config::ReadingConfig;
 
+mod actions;
 mod admission;
-mod handshake;
-mod session;
+mod run;
 mod status;
 
 /// Room in the connection-event channel; events are rare, so a full channel
@@ -99,17 +108,24 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
     eventloop
         .network_options
         .set_connection_timeout(options.handshake_timeout.as_secs().max(1));
-    let owner = Owner {
-        routes: TopicRoutes::new(readings),
-        subscriptions: Subscriptions::new(
-            readings
+    let (session, first) = Session::new(
+        SessionConfig {
+            monitor: options.monitor.clone(),
+            topics: readings
                 .iter()
                 .map(|r| TopicSubscription {
                     topic: r.topic.clone(),
                     required: r.required,
                 })
                 .collect(),
-        ),
+            backoff: options.backoff,
+            handshake_timeout: options.handshake_timeout,
+        },
+        run::now(),
+    );
+    let owner = Owner {
+        routes: TopicRoutes::new(readings),
+        session,
         topics,
         options,
         client,
@@ -120,9 +136,8 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
         counters: Arc::clone(&counters),
         stop: stop_rx,
         burst: Vec::with_capacity(BURST),
-        last_packet: Utc::now(),
     };
-    let task = tokio::spawn(owner.run());
+    let task = tokio::spawn(owner.run(first));
     Ok(Ingestion {
         messages,
         events,
@@ -130,21 +145,6 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
         counters,
         control: IngestionControl { stop, task },
     })
-}
-
-/// How far the current connection got: `established` once every
-/// subscription is acknowledged.
-#[derive(Default)]
-struct Handshake {
-    connack_seen: bool,
-    established: bool,
-}
-
-/// How one connection attempt or session ended.
-enum SessionEnd {
-    StopRequested,
-    ConsumerGone,
-    Lost { reason: String, established: bool },
 }
 
 /// Whether the messages reached the queue or ingestion must end.
@@ -158,7 +158,7 @@ struct Owner {
     options: IngestOptions,
     topics: Vec<String>,
     routes: TopicRoutes,
-    subscriptions: Subscriptions,
+    session: Session,
     client: AsyncClient,
     eventloop: EventLoop,
     queue: mpsc::Sender<RawMessage>,
@@ -168,8 +168,6 @@ struct Owner {
     stop: watch::Receiver<bool>,
     /// Admitted messages of the current read, not queued yet.
     burst: Vec<RawMessage>,
-    /// When the broker last sent anything (message, PINGRESP, ack).
-    last_packet: DateTime<Utc>,
 }
 
 /// Resolves once a stop was requested or the control was dropped.
