@@ -187,3 +187,42 @@ proptest::proptest! {
         }
     }
 }
+
+/// The one transition the lifecycle makes on its own: the step whose graph
+/// node failed uncertainly leaves the monitor quarantined, so the next
+/// observation is never offered to the core.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn the_step_that_fails_a_graph_node_uncertainly_quarantines_the_lifecycle() {
+    use crate::graph::{CompiledGraph, GraphBinding, GraphDefinition, tests::small};
+    let graph = CompiledGraph::compile(
+        GraphDefinition::from_json(small(Some(serde_json::json!(
+            {"id": "boom", "type": "fail_after", "params": {"updates": 3, "mode": "uncertain"}, "layout": {"x": 0, "y": 0}}
+        ))))
+        .unwrap(),
+    )
+    .unwrap();
+    let binding = GraphBinding {
+        graph_id: Uuid::nil(),
+        graph: "small".into(),
+        revision: 1,
+        run_id: Uuid::from_u128(7),
+        semantics_hash: graph.semantics_hash().to_string(),
+    };
+    let config = graph.monitor_config("small.r1.g1".into(), binding);
+    let core = MonitorCore::fresh_graph(Uuid::from_u128(1), config, graph, at(0)).unwrap();
+    let mut lifecycle = Lifecycle::new(core);
+    for i in 0..3 {
+        assert!(offer(&mut lifecycle, i).is_some_and(|s| s.quarantined.is_none()));
+    }
+    let step = offer(&mut lifecycle, 3).expect("still live when the node fails");
+    let diagnostics = step
+        .quarantined
+        .expect("the fourth update fails uncertainly");
+    assert_eq!(lifecycle.quarantine(), Some(&diagnostics));
+    assert_cannot_score_or_seal(&mut lifecycle);
+    assert_eq!(
+        lifecycle.facts().unwrap().counters().observations_received,
+        8
+    );
+}
