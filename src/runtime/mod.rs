@@ -1,7 +1,9 @@
 //! Runtime decisions free of any actor framework: the model side of a
-//! monitor, checkpoint triggers, retry pauses, shard assignment, exit reasons and the start plan
-//! (`start`: fresh, restore or refuse, and the exit a refused graph run
-//! takes). `radar-actors` carries them out.
+//! monitor and its lifecycle (`lifecycle`: only a live model ingests, fits
+//! or seals; drained, quarantined and halted states cannot), checkpoint
+//! triggers, retry pauses, shard assignment, exit reasons and the start
+//! plan (`start`: fresh, restore or refuse, and the exit a refused graph
+//! run takes). `radar-actors` carries them out.
 //!
 //! # The path of one message
 //!
@@ -16,28 +18,29 @@
 //! 5. `Owner::queue_burst` (mqtt/owner/admission.rs) — sends into the bounded mpsc queue (the model's input stream), waiting while full [thread]
 //! 6. `radar_actors::monitor::model::ModelActor as StreamHandler<Vec<RawMessage>>::handle` (model/handlers.rs) — takes a `ready_chunks(256)` batch on the model thread
 //! 7. `RawMessage::observation` (mqtt/ingress.rs) — parses the payload via `PayloadFormat::parse` (mqtt/payload.rs)
-//! 8. `MonitorCore::ingest` (runtime/core/ingest.rs) — refuses if suspended or quarantined
-//! 9. `radar::align::Aligner::admit` (align/aligner/mod.rs) — aligns; `FrameReady`
-//! 10. `MonitorCore::offer` (runtime/core/ingest.rs) — scores the frame and records coverage
-//! 11. `radar::detector::Detector::process` (detector/state/mod.rs) — the score (a graph monitor calls its run's `offer` instead)
-//! 12. `ModelActor::record` (model/state.rs) — metrics and observer notices
-//! 13. `ModelActor::after_step` (model/state.rs) — keeps the step's alarms and evidence in the model's `results` (no message)
-//! 14. `CheckpointPolicy::on_frames` (runtime/checkpoint_policy/decide.rs) — requests `FrameInterval`
-//! 15. `ModelActor::checkpoint_if_due` (model/state.rs)
-//! 16. `CheckpointPolicy::due` (runtime/checkpoint_policy/decide.rs) — the trigger, unless a failure's pause lasts
-//! 17. `ModelActor::checkpoint_now` (model/state.rs)
-//! 18. `ModelActor::hand_off` (model/state.rs) — starts the attempt and seals (19, 20), then sends `SnapshotReady` carrying the kept results
-//! 19. `CheckpointPolicy::started` (runtime/checkpoint_policy/record.rs) — the `Attempt`; covers every change so far
-//! 20. `ModelActor::seal` (model/state.rs) — `MonitorCore::managed_state`, then `radar::snapshot::seal`
-//! 21. `CheckpointActor as Handler<SnapshotReady>::handle` (checkpoint/handlers.rs) — [mailbox] [thread]
-//! 22. `CheckpointActor::queue` (checkpoint/handlers.rs) — the results join the pending ones; the snapshot is kept as `next`
-//! 23. `CheckpointActor::drive` (checkpoint/mod.rs) — the writer is idle and the retry pause over
-//! 24. `CheckpointActor::commit_snapshot` (checkpoint/writes.rs) — runs the write with `.wait(ctx)`
-//! 25. `radar::store::CheckpointWriter::checkpoint` (store/checkpoints/writer.rs) — fenced row swap, ledger and pending results in one transaction: committed
-//! 26. `CheckpointActor::committed` (checkpoint/writes.rs) — frees the writer, updates the view and metrics; the one place a commit settles
-//! 27. `CheckpointActor::report` (checkpoint/mod.rs) — sends `CommitReport`
-//! 28. `ModelActor as Handler<CommitReport>::handle` (model/handlers.rs) — back on the model thread [mailbox] [thread]
-//! 29. `CheckpointPolicy::committed` (runtime/checkpoint_policy/record.rs) — settles the attempt
+//! 8. `Lifecycle::ingest` (runtime/lifecycle.rs) — only a live model ingests; a step that quarantines the graph run retires the core
+//! 9. `MonitorCore::ingest` (runtime/core/ingest.rs) — refuses if suspended or quarantined
+//! 10. `radar::align::Aligner::admit` (align/aligner/mod.rs) — aligns; `FrameReady`
+//! 11. `MonitorCore::offer` (runtime/core/ingest.rs) — scores the frame and records coverage
+//! 12. `radar::detector::Detector::process` (detector/state/mod.rs) — the score (a graph monitor calls its run's `offer` instead)
+//! 13. `ModelActor::record` (model/state.rs) — metrics and observer notices
+//! 14. `ModelActor::after_step` (model/state.rs) — keeps the step's alarms and evidence in the model's `results` (no message)
+//! 15. `CheckpointPolicy::on_frames` (runtime/checkpoint_policy/decide.rs) — requests `FrameInterval`
+//! 16. `ModelActor::checkpoint_if_due` (model/state.rs)
+//! 17. `CheckpointPolicy::due` (runtime/checkpoint_policy/decide.rs) — the trigger, unless a failure's pause lasts
+//! 18. `ModelActor::checkpoint_now` (model/state.rs)
+//! 19. `ModelActor::hand_off` (model/state.rs) — starts the attempt and seals (20, 21), then sends `SnapshotReady` carrying the kept results
+//! 20. `CheckpointPolicy::started` (runtime/checkpoint_policy/record.rs) — the `Attempt`; covers every change so far
+//! 21. `ModelActor::seal` (model/state.rs) — `Lifecycle::as_live` (only a live core has state to seal), `MonitorCore::managed_state`, then `radar::snapshot::seal`
+//! 22. `CheckpointActor as Handler<SnapshotReady>::handle` (checkpoint/handlers.rs) — [mailbox] [thread]
+//! 23. `CheckpointActor::queue` (checkpoint/handlers.rs) — the results join the pending ones; the snapshot is kept as `next`
+//! 24. `CheckpointActor::drive` (checkpoint/mod.rs) — the writer is idle and the retry pause over
+//! 25. `CheckpointActor::commit_snapshot` (checkpoint/writes.rs) — runs the write with `.wait(ctx)`
+//! 26. `radar::store::CheckpointWriter::checkpoint` (store/checkpoints/writer.rs) — fenced row swap, ledger and pending results in one transaction: committed
+//! 27. `CheckpointActor::committed` (checkpoint/writes.rs) — frees the writer, updates the view and metrics; the one place a commit settles
+//! 28. `CheckpointActor::report` (checkpoint/mod.rs) — sends `CommitReport`
+//! 29. `ModelActor as Handler<CommitReport>::handle` (model/handlers.rs) — back on the model thread [mailbox] [thread]
+//! 30. `CheckpointPolicy::committed` (runtime/checkpoint_policy/record.rs) — settles the attempt
 //!
 //! Results no snapshot of their batch took along leave once per batch, at
 //! its end (`ModelActor::send_results`, a `NewResults` message): between
@@ -46,7 +49,7 @@
 //!
 //! | | before (1c4d103) | after |
 //! |---|---|---|
-//! | function-level hops | 26 | 30 (`hand_off`, `queue` and `committed` are named steps now; the reconnect session's decision adds `carry_out` in step 2) |
+//! | function-level hops | 26 | 31: 30 numbered steps, plus `Owner::carry_out` inside step 2 (`hand_off`, `queue` and `committed` are named steps now; the reconnect session decides in step 2; `Lifecycle::ingest` gates the core in step 8) |
 //! | crossings (thread + channel or mailbox) | 3, 4 with results | 3: the queue, `SnapshotReady`, `CommitReport` |
 //! | messages model <-> checkpoint per commit | 2, 3 with results | 2, with or without results |
 //! | `NewResults` | one per step with results | one per input batch, only for results no snapshot took |
@@ -84,7 +87,7 @@
 //! entry.
 //!
 //! The first checkpoint (before subscribing) takes the same path from
-//! step 18 on: the start asks the model for it (`CheckpointNow`, model
+//! step 19 on: the start asks the model for it (`CheckpointNow`, model
 //! handlers), `drive` finds no writer yet and runs `commit_first`
 //! (checkpoint/first.rs: the claim of a fresh row or the fenced replacement
 //! of the loaded snapshot, then the alarm reconciliation), which settles
@@ -97,6 +100,7 @@ mod checkpoint_policy;
 mod core;
 mod exit;
 mod graph_run;
+mod lifecycle;
 mod retry;
 mod shard;
 mod silence;
@@ -105,6 +109,7 @@ mod start;
 pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
 pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
 pub use exit::{ExitReason, Restart};
+pub use lifecycle::{Facts, Lifecycle, Retired};
 pub use retry::{FIRST_RETRY, RetryBackoff};
 pub use shard::owns;
 pub use silence::{Silence, SilenceChange};

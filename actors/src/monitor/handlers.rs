@@ -66,19 +66,20 @@ pub enum FailureOutcome {
 impl Handler<Stop> for MonitorActor {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: Stop, _: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        match self.stage {
-            Stage::Starting => self.stop_requested = true,
-            Stage::Running => self.begin_stop(ctx),
-            Stage::Quarantined => {
+        let id = self.id();
+        match &mut self.stage {
+            Stage::Starting { stop_requested } => *stop_requested = true,
+            Stage::Running(_) => self.begin_stop(),
+            Stage::Quarantined { stop_retries, .. } => {
                 // An explicit stop ends the retries of the failure record.
-                if let Some(stop) = self.stop_retries.take() {
-                    tracing::warn!(monitor_id = %self.id(), "Stop requested while the failure record is still retrying; giving it up.");
+                if let Some(stop) = stop_retries.take() {
+                    tracing::warn!(monitor_id = %id, "Stop requested while the failure record is still retrying; giving it up.");
                     let _ = stop.send(());
                 }
             }
-            Stage::Stopping | Stage::Done => {}
+            Stage::Stopping(_) | Stage::Done => {}
         }
     }
 }
@@ -97,13 +98,14 @@ impl Handler<LastSnapshotSettled> for MonitorActor {
 
     fn handle(&mut self, msg: LastSnapshotSettled, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.stage != Stage::Stopping {
+        let Stage::Stopping(live) = &self.stage else {
             return;
-        }
+        };
+        let run = live.run;
         if msg.committed {
             tracing::info!(monitor_id = %self.id(), "Committed the last snapshot.");
         }
-        let (Some(run_id), Some(graphs)) = (self.run, self.worker.graphs.clone()) else {
+        let (Some(run_id), Some(graphs)) = (run, self.worker.graphs.clone()) else {
             self.finish(ExitReason::Stopped, ctx);
             return;
         };
@@ -149,32 +151,41 @@ impl Handler<Quarantined> for MonitorActor {
 
     fn handle(&mut self, msg: Quarantined, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if matches!(self.stage, Stage::Quarantined | Stage::Done) {
-            return;
-        }
-        let (Some(parts), Some(run_id), Some(graphs)) =
-            (&self.parts, self.run, self.worker.graphs.clone())
-        else {
-            let detail = events::quarantine_detail(self.run.unwrap_or_default(), &msg.diagnostics);
+        let run = match &self.stage {
+            Stage::Running(live) | Stage::Stopping(live) => live.run,
+            Stage::Starting { .. } => None,
+            Stage::Quarantined { .. } | Stage::Done => return,
+        };
+        let (Some(run_id), Some(graphs)) = (run, self.worker.graphs.clone()) else {
+            let detail = events::quarantine_detail(run.unwrap_or_default(), &msg.diagnostics);
             self.finish(ExitReason::Quarantined { detail }, ctx);
+            return;
+        };
+        let (Stage::Running(live) | Stage::Stopping(live)) =
+            std::mem::replace(&mut self.stage, Stage::Done)
+        else {
             return;
         };
         self.metrics.emit(events::GraphQuarantined {
             run_id,
             diagnostics: &msg.diagnostics,
         });
-        self.stage = Stage::Quarantined;
+        let parts = live.parts;
         // No more input: the graph is never called again.
         parts.ingestion.do_send(StopIngestion);
         let (stop, stopped) = oneshot::channel();
-        self.stop_retries = Some(stop);
         parts.checkpoint.do_send(RecordFailure {
             run_id,
             diagnostics: msg.diagnostics.clone(),
             graphs,
             stop: stopped,
         });
-        self.quarantine = Some(msg.diagnostics);
+        self.stage = Stage::Quarantined {
+            parts,
+            run_id,
+            diagnostics: msg.diagnostics,
+            stop_retries: Some(stop),
+        };
     }
 }
 
@@ -183,15 +194,16 @@ impl Handler<FailureSettled> for MonitorActor {
 
     fn handle(&mut self, msg: FailureSettled, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.stage != Stage::Quarantined {
+        let Stage::Quarantined {
+            run_id,
+            diagnostics,
+            ..
+        } = &self.stage
+        else {
             return;
-        }
-        let run_id = self.run.unwrap_or_default();
-        let summary = self
-            .quarantine
-            .as_ref()
-            .map(|d| events::quarantine_detail(run_id, d))
-            .unwrap_or_default();
+        };
+        let run_id = *run_id;
+        let summary = events::quarantine_detail(run_id, diagnostics);
         let reason = match msg.outcome {
             FailureOutcome::Retried(RetriedFailure::Settled { record, attempts }) => match record {
                 FailureRecord::Recorded | FailureRecord::AlreadyRecorded => {

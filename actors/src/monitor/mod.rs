@@ -64,13 +64,30 @@ struct Parts {
     ingestion: Addr<IngestionActor>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The parts of a started monitor and the graph run it executes, if any.
+struct Live {
+    parts: Parts,
+    run: Option<Uuid>,
+}
+
+/// Where the monitor is in its life; each stage holds what only it needs,
+/// so a stage without actors cannot reach them.
 enum Stage {
-    Starting,
-    Running,
-    Stopping,
+    /// The actors are being started; a stop that arrives waits for them.
+    Starting {
+        stop_requested: bool,
+    },
+    Running(Live),
+    /// Ingestion was asked to stop; the last snapshot is on its way.
+    Stopping(Live),
     /// A graph node failed uncertainly; the failure record is in flight.
-    Quarantined,
+    Quarantined {
+        parts: Parts,
+        run_id: Uuid,
+        diagnostics: FailureDiagnostics,
+        /// Fires to end the failure record's retries (an explicit stop).
+        stop_retries: Option<oneshot::Sender<()>>,
+    },
     Done,
 }
 
@@ -78,14 +95,7 @@ pub struct MonitorActor {
     worker: Arc<WorkerContext>,
     row: MonitorRow,
     supervisor: Recipient<MonitorExited>,
-    parts: Option<Parts>,
     stage: Stage,
-    stop_requested: bool,
-    /// The graph run this monitor executes, once started.
-    run: Option<Uuid>,
-    /// While quarantined: fires to end the failure record's retries.
-    stop_retries: Option<oneshot::Sender<()>>,
-    quarantine: Option<FailureDiagnostics>,
     metrics: MonitorTelemetry,
     /// Every log line of this monitor's actors runs inside it.
     span: tracing::Span,
@@ -104,12 +114,9 @@ impl MonitorActor {
             worker,
             row,
             supervisor,
-            parts: None,
-            stage: Stage::Starting,
-            stop_requested: false,
-            run: None,
-            stop_retries: None,
-            quarantine: None,
+            stage: Stage::Starting {
+                stop_requested: false,
+            },
         }
     }
 
@@ -117,28 +124,38 @@ impl MonitorActor {
         self.row.id
     }
 
-    fn begin_stop(&mut self, ctx: &mut Context<Self>) {
-        let Some(parts) = &self.parts else {
-            self.finish(ExitReason::Stopped, ctx);
-            return;
+    /// Running -> stopping; any other stage stays as it is.
+    fn begin_stop(&mut self) {
+        self.stage = match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Running(live) => {
+                tracing::info!(monitor_id = %self.id(), "Stopping: ingestion first, then the last snapshot.");
+                // Once ingestion has stopped the queue closes; the model
+                // drains it, seals the last snapshot and the checkpoint
+                // actor commits it.
+                live.parts.ingestion.do_send(StopIngestion);
+                Stage::Stopping(live)
+            }
+            other => other,
         };
-        self.stage = Stage::Stopping;
-        tracing::info!(monitor_id = %self.id(), "Stopping: ingestion first, then the last snapshot.");
-        // Once ingestion has stopped the queue closes; the model drains it,
-        // seals the last snapshot and the checkpoint actor commits it.
-        parts.ingestion.do_send(StopIngestion);
     }
 
     /// Ends the monitor: halts every actor and tells the supervisor.
     fn finish(&mut self, reason: ExitReason, ctx: &mut Context<Self>) {
-        if self.stage == Stage::Done {
-            return;
-        }
-        self.stage = Stage::Done;
+        // A failure record still retrying keeps its sender until the
+        // monitor has stopped, as before (dropping it would end them).
+        let (parts, stop_retries) = match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Done => return,
+            Stage::Starting { .. } => (None, None),
+            Stage::Running(live) | Stage::Stopping(live) => (Some(live.parts), None),
+            Stage::Quarantined {
+                parts,
+                stop_retries,
+                ..
+            } => (Some(parts), stop_retries),
+        };
         self.metrics.emit(events::MonitorExited { reason: &reason });
         let id = self.id();
         let supervisor = self.supervisor.clone();
-        let parts = self.parts.take();
         let report = reason.clone();
         async move {
             if let Some(parts) = parts {
@@ -163,6 +180,7 @@ impl MonitorActor {
         }
         .into_actor(self)
         .map(move |_, _, ctx| {
+            drop(stop_retries);
             supervisor.do_send(MonitorExited { id, reason: report });
             ctx.stop();
         })
@@ -190,17 +208,22 @@ impl Actor for MonitorActor {
                     ingestion,
                     run,
                 }) => {
-                    act.run = run;
-                    act.parts = Some(Parts {
+                    let parts = Parts {
                         model,
                         _model_thread: model_thread,
                         checkpoint,
                         health,
                         ingestion,
-                    });
-                    act.stage = Stage::Running;
-                    if act.stop_requested {
-                        act.begin_stop(ctx);
+                    };
+                    let stop_requested = matches!(
+                        act.stage,
+                        Stage::Starting {
+                            stop_requested: true
+                        }
+                    );
+                    act.stage = Stage::Running(Live { parts, run });
+                    if stop_requested {
+                        act.begin_stop();
                     }
                 }
                 Err(reason) => act.finish(reason, ctx),

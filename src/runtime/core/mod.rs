@@ -9,7 +9,7 @@ mod build;
 mod graph;
 mod ingest;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

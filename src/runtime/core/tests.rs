@@ -7,12 +7,12 @@ use crate::{
     align::Observation, config::MonitorConfig, runtime::MonitorCore, snapshot::ManagedState,
 };
 
-fn at(ms: i64) -> DateTime<Utc> {
+pub(in crate::runtime) fn at(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_790_000_000, 0).unwrap() + Duration::milliseconds(ms)
 }
 
 /// Two required readings `a` and `b`, skew limit 1 s.
-fn config() -> MonitorConfig {
+pub(in crate::runtime) fn config() -> MonitorConfig {
     MonitorConfig::from_toml(
         r#"name = "core"
 
@@ -39,14 +39,18 @@ false_alarm_rate = 0.05
     .unwrap()
 }
 
-fn observe(core: &mut MonitorCore, reading: usize, ts_ms: i64) -> crate::runtime::Step {
-    let observation = Observation {
+/// `value` of `reading` at `ts_ms`, received at once.
+pub(in crate::runtime) fn observation(reading: usize, ts_ms: i64, value: f64) -> Observation {
+    Observation {
         reading,
         ts: at(ts_ms),
-        value: 1.0,
+        value,
         received_at: at(ts_ms),
-    };
-    core.ingest(Ok(observation), at(ts_ms))
+    }
+}
+
+fn observe(core: &mut MonitorCore, reading: usize, ts_ms: i64) -> crate::runtime::Step {
+    core.ingest(Ok(observation(reading, ts_ms, 1.0)), at(ts_ms))
 }
 
 /// `received = accepted + every rejection + held`, from the core's counters.
@@ -214,24 +218,21 @@ fn a_restore_reports_the_partial_observations_it_discarded() {
     );
 }
 
+/// The two observations of frame `i` of a varied but repeatable signal.
+pub(in crate::runtime) fn frame_observations(i: i64) -> [Observation; 2] {
+    let x = i as f64;
+    [
+        observation(0, 100 * i, (x * 0.7).sin() * 3.0 + 10.0),
+        observation(1, 100 * i, (x * 0.3).cos() + 5.0),
+    ]
+}
+
 /// Frame `i` of a varied but repeatable signal on both readings.
 fn frame(core: &mut MonitorCore, i: i64) -> crate::runtime::Step {
-    let x = i as f64;
-    let mut last = None;
-    for (reading, value) in [
-        (0, (x * 0.7).sin() * 3.0 + 10.0),
-        (1, (x * 0.3).cos() + 5.0),
-    ] {
-        let ts = 100 * i;
-        let observation = Observation {
-            reading,
-            ts: at(ts),
-            value,
-            received_at: at(ts),
-        };
-        last = Some(core.ingest(Ok(observation), at(ts)));
-    }
-    last.expect("two readings")
+    let [a, b] = frame_observations(i);
+    let received = a.received_at;
+    core.ingest(Ok(a), received);
+    core.ingest(Ok(b), received)
 }
 
 #[test]

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use radar::{
     mqtt::{ConnectionEvent, RawMessage},
-    runtime::{Attempt, Trigger},
+    runtime::{Attempt, Lifecycle, Trigger},
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -70,8 +70,12 @@ pub struct BatchSettled {
 impl StreamHandler<Vec<RawMessage>> for ModelActor {
     fn handle(&mut self, messages: Vec<RawMessage>, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
+        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
+            // Nothing more, not even a view.
+            return;
+        }
         for message in messages {
-            if self.halted || self.quarantined() {
+            if self.lifecycle.as_live().is_none() {
                 // Quarantined: no graph call after the failing one.
                 break;
             }
@@ -86,7 +90,9 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
                 }
             }
             let reading = parsed.as_ref().ok().map(|o| (o.reading, o.received_at));
-            let step = self.core.ingest(parsed, now);
+            let Some(step) = self.lifecycle.ingest(parsed, now) else {
+                break;
+            };
             if step.rejected.is_none()
                 && let Some((reading, received_at)) = reading
             {
@@ -102,7 +108,9 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
         // What no snapshot of this batch took along is written by a
         // background evidence batch.
         self.send_results();
-        self.tally.flush(self.core.counters(), &self.metrics);
+        if let Some(facts) = self.lifecycle.facts() {
+            self.tally.flush(facts.counters(), &self.metrics);
+        }
         self.log_unit_mismatches();
         self.publish();
         self.arm(ctx);
@@ -112,11 +120,11 @@ impl StreamHandler<Vec<RawMessage>> for ModelActor {
     /// unless quarantined (a quarantined monitor never seals again).
     fn finished(&mut self, _: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.halted || self.finished || self.quarantined() {
+        if self.lifecycle.as_live().is_none() {
             return;
         }
         self.checkpoint_now(Trigger::Shutdown, true);
-        self.finished = true;
+        self.lifecycle.drain();
         self.publish();
         self.monitor.do_send(InputDrained);
     }
@@ -136,11 +144,8 @@ impl Handler<CheckpointNow> for ModelActor {
 
     fn handle(&mut self, msg: CheckpointNow, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        if self.halted {
-            return Err("the monitor is halted".into());
-        }
-        if self.quarantined() {
-            return Err("the monitor is quarantined; it never exports a snapshot again".into());
+        if self.lifecycle.as_live().is_none() {
+            return Err(self.not_live());
         }
         self.policy.request(msg.trigger, Instant::now());
         let handed = self.hand_off(msg.trigger, false);
@@ -154,7 +159,7 @@ impl Handler<ContinueAlarms> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, msg: ContinueAlarms, _: &mut Self::Context) {
-        self.core.continue_alarms_after(msg.after);
+        self.lifecycle.continue_alarms_after(msg.after);
     }
 }
 
@@ -163,13 +168,13 @@ impl Handler<CommitReport> for ModelActor {
 
     fn handle(&mut self, msg: CommitReport, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.halted {
+        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
             return;
         }
         if msg.committed {
             self.policy.committed(msg.attempt);
-            if self.core.resume(msg.wall) {
-                tracing::info!(monitor_id = %self.core.service_id(), "A checkpoint committed again; the model advances.");
+            if self.lifecycle.resume(msg.wall) {
+                tracing::info!(monitor_id = %self.id, "A checkpoint committed again; the model advances.");
                 self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         } else {
@@ -184,7 +189,7 @@ impl Handler<BatchSettled> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, msg: BatchSettled, ctx: &mut Self::Context) {
-        if self.halted {
+        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
             return;
         }
         if msg.committed {
@@ -201,15 +206,15 @@ impl Handler<Connection> for ModelActor {
 
     fn handle(&mut self, msg: Connection, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.halted {
+        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
             return;
         }
-        let mut changed = self.core.record_connection(&msg.event);
+        let mut changed = self.lifecycle.record_connection(&msg.event);
         match &msg.event {
             ConnectionEvent::Connected { at, .. } => self.silence.connected(*at),
             ConnectionEvent::Disconnected { at, .. } => {
                 if let Some(change) = self.silence.disconnected(*at) {
-                    changed |= self.core.record_silence(&change);
+                    changed |= self.lifecycle.record_silence(&change);
                 }
             }
             _ => {}
@@ -228,8 +233,8 @@ impl Handler<Halt> for ModelActor {
 
     fn handle(&mut self, msg: Halt, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        tracing::info!(monitor_id = %self.core.service_id(), reason = %msg.reason, "Model halted.");
-        self.halted = true;
+        tracing::info!(monitor_id = %self.id, reason = %msg.reason, "Model halted.");
+        self.lifecycle.halt(msg.reason);
         ctx.stop();
     }
 }

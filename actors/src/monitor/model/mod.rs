@@ -14,7 +14,7 @@ use chrono::Utc;
 use radar::telemetry::{MonitorTelemetry, RejectReason, events};
 use radar::{
     mqtt::payload::PayloadFormat,
-    runtime::{CheckpointPolicy, MonitorCore, Silence},
+    runtime::{CheckpointPolicy, Facts, Lifecycle, MonitorCore, Silence},
     snapshot::{CheckpointKey, ProcessingCounters, SnapshotBinding},
     store::PendingResults,
 };
@@ -110,7 +110,12 @@ struct UnitMismatches {
 }
 
 pub struct ModelActor {
-    core: MonitorCore,
+    /// The monitor's id, for the log lines of every state (a halted
+    /// lifecycle keeps nothing else).
+    id: uuid::Uuid,
+    /// The model and what its state still allows: only a live one ingests,
+    /// fits or seals.
+    lifecycle: Lifecycle,
     binding: SnapshotBinding,
     key: Arc<CheckpointKey>,
     max_payload_bytes: usize,
@@ -131,10 +136,6 @@ pub struct ModelActor {
     /// version changes, so publishing a view per batch stays cheap.
     coverage: Arc<radar::coverage::CoverageHistory>,
     recovery: Arc<radar::snapshot::RecoveryMetadata>,
-    /// Ingestion ended and the last snapshot was sealed: seal nothing more.
-    finished: bool,
-    /// A terminal state: no scoring, no snapshot, ever.
-    halted: bool,
     metrics: MonitorTelemetry,
     /// What the metrics were last told of the core's counters.
     tally: Tally,
@@ -170,10 +171,18 @@ impl ModelActor {
         let silence_watch = Silence::new(setup.core.config());
         let format = PayloadFormat::of(setup.core.config().payload.as_ref());
         let tally = Tally::from(setup.core.counters());
+        let gap_pending_since = setup.core.recovery().restored_processed_count.and(
+            setup
+                .core
+                .coverage()
+                .last_restore()
+                .map(|mark| mark.saved_at),
+        );
         let mut actor = Self {
             coverage,
             recovery,
-            core: setup.core,
+            id: setup.core.service_id(),
+            lifecycle: Lifecycle::new(setup.core),
             binding: setup.binding,
             key: setup.key,
             max_payload_bytes: setup.max_payload_bytes,
@@ -186,22 +195,13 @@ impl ModelActor {
             view: setup.view,
             observer: setup.observer,
             consumed: 0,
-            finished: false,
-            halted: false,
-            gap_pending_since: None,
+            gap_pending_since,
             silence: silence_watch,
             tick: None,
             metrics: setup.metrics,
             tally,
             span: setup.span,
         };
-        actor.gap_pending_since = actor.core.recovery().restored_processed_count.and(
-            actor
-                .core
-                .coverage()
-                .last_restore()
-                .map(|mark| mark.saved_at),
-        );
         actor.publish();
         actor
     }
@@ -209,7 +209,8 @@ impl ModelActor {
     /// The first view, before the actor exists.
     pub fn initial_view(core: &MonitorCore) -> ModelView {
         view_of(
-            core,
+            Facts::from(core),
+            core.quarantine(),
             0,
             Arc::new(core.coverage().clone()),
             Arc::new(core.recovery().clone()),
@@ -228,7 +229,8 @@ impl Actor for ModelActor {
 }
 
 fn view_of(
-    core: &MonitorCore,
+    core: Facts<'_>,
+    quarantine: Option<&radar::graph::FailureDiagnostics>,
     consumed: u64,
     coverage: Arc<radar::coverage::CoverageHistory>,
     recovery: Arc<radar::snapshot::RecoveryMetadata>,
@@ -238,10 +240,10 @@ fn view_of(
         no_data,
         phase: core.phase(),
         processed: core.processed(),
-        buffered: core.detector().map_or((0, 0), |d| d.buffered_frames()),
+        buffered: core.buffered_frames(),
         consumed,
         suspended: core.is_suspended(),
-        quarantine: core.quarantine().map(|d| {
+        quarantine: quarantine.map(|d| {
             format!(
                 "node {:?} ({}) failed uncertainly: {}",
                 d.failed_node, d.node_type, d.reason

@@ -24,7 +24,7 @@ impl ModelActor {
     /// Records a silence change in the coverage history (a checkpoint trigger).
     pub(super) fn silence_changed(&mut self, change: Option<SilenceChange>) {
         if let Some(change) = change
-            && self.core.record_silence(&change)
+            && self.lifecycle.record_silence(&change)
         {
             self.policy.request(Trigger::CoverageChange, Instant::now());
         }
@@ -35,6 +35,7 @@ impl ModelActor {
         if !self.silence.is_silent() {
             return None;
         }
+        let config = self.lifecycle.facts()?.config();
         let now = Utc::now();
         // The time each went quiet, not a duration: the view is published
         // on events only once the monitor is idle, so a duration would go
@@ -51,13 +52,17 @@ impl ModelActor {
         Some(format!(
             "no data from required readings: {}; longer than alignment.silence_ms {} ms",
             silent.join(", "),
-            self.core.config().alignment.silence().num_milliseconds()
+            config.alignment.silence().num_milliseconds()
         ))
     }
 
+    /// Publishes the model's view; a halted model has nothing to show.
     pub(super) fn publish(&mut self) {
-        if self.coverage.version != self.core.coverage().version {
-            let now = Arc::new(self.core.coverage().clone());
+        let Some(facts) = self.lifecycle.facts() else {
+            return;
+        };
+        if self.coverage.version != facts.coverage().version {
+            let now = Arc::new(facts.coverage().clone());
             for gap in now.closed_since(&self.coverage) {
                 if let Some(to) = gap.to {
                     self.metrics.emit(events::CoverageGapClosed {
@@ -69,7 +74,8 @@ impl ModelActor {
             self.coverage = now;
         }
         let mut view = view_of(
-            &self.core,
+            facts,
+            self.lifecycle.quarantine(),
             self.consumed,
             self.coverage.clone(),
             self.recovery.clone(),
@@ -77,14 +83,15 @@ impl ModelActor {
         );
         view.readings_seen = self.silence.last_accepted();
         self.metrics.set_last_accepted(view.readings_seen.clone());
-        self.metrics
-            .set_held_values(self.core.aligner().held_values());
+        self.metrics.set_held_values(facts.held_values());
         self.view.send_replace(view);
     }
 
+    /// Seals the live model's state; every other state has none to seal.
     pub(super) fn seal(&self) -> Result<SealedSnapshot, String> {
+        let core = self.lifecycle.as_live().ok_or_else(|| self.not_live())?;
         let started = Instant::now();
-        let state = self.core.managed_state().map_err(|e| e.to_string())?;
+        let state = core.managed_state().map_err(|e| e.to_string())?;
         let sealed = seal(&self.binding, &state, Utc::now(), &self.key).map_err(|e| e.to_string());
         self.metrics.emit(events::ModelOperationFinished {
             operation: ModelOperation::EncodeSnapshot,
@@ -96,13 +103,16 @@ impl ModelActor {
     /// Seals and hands a snapshot to the checkpoint actor.
     pub(super) fn checkpoint_now(&mut self, trigger: Trigger, last: bool) {
         if let Err(error) = self.hand_off(trigger, last) {
-            tracing::error!(monitor_id = %self.core.service_id(), %error, "Could not seal a snapshot.");
+            tracing::error!(monitor_id = %self.id, %error, "Could not seal a snapshot.");
         }
     }
 
     /// Seals a snapshot and sends it to the checkpoint actor in one message
     /// with the results produced up to it, which commit in its transaction.
     pub(super) fn hand_off(&mut self, trigger: Trigger, last: bool) -> Result<(), String> {
+        if self.lifecycle.as_live().is_none() {
+            return Err(self.not_live());
+        }
         let (_, attempt) = self.policy.started(Instant::now());
         match self.seal() {
             Ok(sealed) => {
@@ -145,8 +155,10 @@ impl ModelActor {
         {
             return;
         }
-        let name = self
-            .core
+        let Some(facts) = self.lifecycle.facts() else {
+            return;
+        };
+        let name = facts
             .config()
             .readings
             .get(reading)
@@ -163,13 +175,16 @@ impl ModelActor {
         };
     }
 
-    /// A graph node failed uncertainly: nothing is sealed or scored again.
-    pub(super) fn quarantined(&self) -> bool {
-        self.core.quarantine().is_some()
+    /// Why this state seals nothing, as an error message.
+    pub(super) fn not_live(&self) -> String {
+        self.lifecycle
+            .why_not_live()
+            .unwrap_or("the monitor is live")
+            .to_string()
     }
 
     pub(super) fn checkpoint_if_due(&mut self) {
-        if self.finished || self.halted || self.quarantined() {
+        if self.lifecycle.as_live().is_none() {
             return;
         }
         if let Some(trigger) = self.policy.due(Instant::now()) {
@@ -197,7 +212,7 @@ impl ModelActor {
             }
         }
         if let (Some(observer), Some(scored)) = (&self.observer, &step.scored) {
-            notify(observer, self.core.service_id(), scored);
+            notify(observer, self.id, scored);
         }
         if let Some(phase) = step.phase_changed {
             m.emit(events::DetectorPhaseChanged {
@@ -234,20 +249,23 @@ impl ModelActor {
             // frames, so a fit cut short by a crash reruns from them.
             self.checkpoint_now(Trigger::PhaseChange, false);
             let started = Instant::now();
-            match self.core.fit() {
-                Ok(_) => {
+            let Some(core) = self.lifecycle.live() else {
+                return;
+            };
+            match core.fit().map(|_| core.phase()) {
+                Ok(phase) => {
                     self.metrics.emit(events::ModelOperationFinished {
                         operation: ModelOperation::Fit,
                         duration: started.elapsed(),
                     });
                     self.metrics.emit(events::DetectorPhaseChanged {
-                        phase: DetectorPhase::from(self.core.phase()),
+                        phase: DetectorPhase::from(phase),
                     });
-                    tracing::info!(monitor_id = %self.core.service_id(), "Fitted the detector; monitoring starts.");
+                    tracing::info!(monitor_id = %self.id, "Fitted the detector; monitoring starts.");
                     self.policy.request(Trigger::PhaseChange, Instant::now());
                 }
                 Err(error) => {
-                    tracing::error!(monitor_id = %self.core.service_id(), %error, "The static fit failed.")
+                    tracing::error!(monitor_id = %self.id, %error, "The static fit failed.")
                 }
             }
         }

@@ -15,10 +15,9 @@ impl ModelActor {
     /// commit report, a connection event) changes the state, and each of
     /// those re-arms the tick through [`ModelActor::arm`].
     fn needs_tick(&self) -> bool {
-        !(self.halted || self.finished || self.quarantined())
-            && (!self.policy.quiet()
-                || self.silence.can_change()
-                || self.core.aligner().held_values() > 0)
+        self.lifecycle.as_live().is_some_and(|core| {
+            !self.policy.quiet() || self.silence.can_change() || core.aligner().held_values() > 0
+        })
     }
 
     /// Starts the tick if something can fall due and it is not running.
@@ -39,22 +38,22 @@ impl ModelActor {
     }
 
     fn checks(&mut self) {
-        if self.halted || self.finished || self.quarantined() {
+        let Some(core) = self.lifecycle.live() else {
             return;
-        }
+        };
         let now = Instant::now();
         let wall = Utc::now();
         // Expired values (and values cleared when a stall ended) reach the
         // metrics through the counters.
-        self.core.expire(wall);
-        self.tally.flush(self.core.counters(), &self.metrics);
-        if self.policy.stalled(now) && !self.core.is_suspended() {
+        core.expire(wall);
+        self.tally.flush(core.counters(), &self.metrics);
+        if self.policy.stalled(now) && !core.is_suspended() {
             tracing::warn!(
-                monitor_id = %self.core.service_id(),
+                monitor_id = %self.id,
                 seconds = self.policy.waiting(now).as_secs(),
                 "No checkpoint committed within the timeout; the model stops advancing until one does."
             );
-            if self.core.suspend(wall) {
+            if core.suspend(wall) {
                 self.policy.request(Trigger::CoverageChange, Instant::now());
             }
         }
