@@ -1,5 +1,5 @@
 //! Runtime decisions free of any actor framework: the model side of a
-//! monitor, checkpoint triggers, retry pauses, shard assignment, exit reasons and the start plan
+//! monitor, checkpoint triggers, retry pauses, shard assignment, exit reasons, ownership and the start plan
 //! (`start`: fresh, restore or refuse, and the exit a refused graph run
 //! takes). `radar-actors` carries them out.
 //!
@@ -71,6 +71,7 @@ mod checkpoint_policy;
 mod core;
 mod exit;
 mod graph_run;
+mod ownership;
 mod retry;
 mod shard;
 mod silence;
@@ -79,6 +80,7 @@ mod start;
 pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
 pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
 pub use exit::{ExitReason, Restart};
+pub use ownership::Ownership;
 pub use retry::{FIRST_RETRY, RetryBackoff};
 pub use shard::owns;
 pub use silence::{Silence, SilenceChange};
