@@ -19,7 +19,8 @@
 //! - [`harness`]: one worker test's world (database, broker, directory) and
 //!   the CLI reads tests assert on; [`telemetry`]: the synchronous variant
 //!   the telemetry tests use.
-//! - [`rows`]: the snapshot row, other sessions and row locks;
+//! - [`rows`]: the snapshot row, other sessions, row locks and a kept
+//!   snapshot written back as another writer's successor;
 //!   [`audit`]: the write-audit triggers.
 //! - [`http`] and [`exposition`]: `/metrics` fetched and parsed.
 //! - [`graph`]: the example graph and graph-store fixtures; [`certs`]: a
