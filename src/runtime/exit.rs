@@ -36,17 +36,6 @@ impl ExitReason {
         }
     }
 
-    /// The state label persisted in the operational status and metrics.
-    pub fn state(&self) -> &'static str {
-        match self {
-            Self::Stopped => "stopped",
-            Self::OwnershipLost { .. } => "ownership_lost",
-            Self::Quarantined { .. } => "quarantined",
-            Self::StartupFailed { .. } => "startup_failed",
-            Self::Failed { .. } => "failed",
-        }
-    }
-
     pub fn is_terminal(&self) -> bool {
         self.restart() == Restart::Never
     }

@@ -22,13 +22,19 @@ pub(super) enum GraphFrame {
     Refused,
 }
 
+/// Whether the run can still execute frames. A quarantined run holds only
+/// its failure: the executor was consumed by the failing frame.
+#[derive(Debug)]
+enum Stage {
+    Running(GraphExecutor),
+    Quarantined(FailureDiagnostics),
+}
+
 /// A graph run inside a [`super::MonitorCore`].
 #[derive(Debug)]
 pub(super) struct GraphRun {
     bound: BoundGraph,
-    /// `None` once quarantined: the executor was consumed by the failing frame.
-    executor: Option<GraphExecutor>,
-    failure: Option<FailureDiagnostics>,
+    stage: Stage,
     /// Each detector node's phase, in declaration order, as last reported.
     phases: Vec<(String, Phase)>,
 }
@@ -60,8 +66,7 @@ impl GraphRun {
             .collect();
         Self {
             bound,
-            executor: Some(executor),
-            failure: None,
+            stage: Stage::Running(executor),
             phases,
         }
     }
@@ -77,29 +82,43 @@ impl GraphRun {
     }
 
     pub(super) fn failure(&self) -> Option<&FailureDiagnostics> {
-        self.failure.as_ref()
+        match &self.stage {
+            Stage::Running(_) => None,
+            Stage::Quarantined(diagnostics) => Some(diagnostics),
+        }
     }
 
     pub(super) fn frames_applied(&self) -> Option<u64> {
-        self.executor.as_ref().map(GraphExecutor::frames_applied)
+        match &self.stage {
+            Stage::Running(executor) => Some(executor.frames_applied()),
+            Stage::Quarantined(_) => None,
+        }
     }
 
     /// See [`GraphExecutor::continue_alarms_after`]; nothing once quarantined.
     pub fn continue_alarms_after(&mut self, seq: u64) {
-        if let Some(executor) = &mut self.executor {
+        if let Stage::Running(executor) = &mut self.stage {
             executor.continue_alarms_after(seq);
         }
     }
 
     /// Runs every node once. The executor is moved through the frame and
     /// only comes back when no node failed uncertainly.
+    ///
+    /// While the frame runs the run counts as quarantined by an interrupted
+    /// frame: should the executor panic, the nodes' state is uncertain and
+    /// the run must never execute or export it again.
     pub(super) fn offer(&mut self, frame: &Frame) -> GraphFrame {
-        let Some(executor) = self.executor.take() else {
-            return GraphFrame::Refused;
+        let executor = match std::mem::replace(&mut self.stage, interrupted(frame)) {
+            Stage::Running(executor) => executor,
+            quarantined @ Stage::Quarantined(_) => {
+                self.stage = quarantined;
+                return GraphFrame::Refused;
+            }
         };
         match executor.run_frame(frame) {
             crate::graph::Step::Advanced { executor, report } => {
-                self.executor = Some(executor);
+                self.stage = Stage::Running(executor);
                 for detector in &report.detectors {
                     if let Some(entry) = self.phases.iter_mut().find(|(id, _)| *id == detector.node)
                     {
@@ -110,7 +129,7 @@ impl GraphRun {
             }
             crate::graph::Step::Quarantined(quarantined) => {
                 let diagnostics = quarantined.into_diagnostics();
-                self.failure = Some(diagnostics.clone());
+                self.stage = Stage::Quarantined(diagnostics.clone());
                 GraphFrame::Quarantined(diagnostics)
             }
         }
@@ -119,11 +138,27 @@ impl GraphRun {
     /// The snapshot's graph part; `None` once quarantined, because the
     /// damaged state is gone with the executor.
     pub(super) fn checkpoint(&self) -> Option<GraphCheckpoint> {
-        self.executor.as_ref().map(|executor| GraphCheckpoint {
-            bound: self.bound.clone(),
-            state: executor.export_state(),
-        })
+        match &self.stage {
+            Stage::Running(executor) => Some(GraphCheckpoint {
+                bound: self.bound.clone(),
+                state: executor.export_state(),
+            }),
+            Stage::Quarantined(_) => None,
+        }
     }
+}
+
+/// The stage a run is in while a frame executes: only observable if the
+/// executor panicked half-way through the frame.
+fn interrupted(frame: &Frame) -> Stage {
+    Stage::Quarantined(FailureDiagnostics {
+        failed_node: String::new(),
+        node_type: String::new(),
+        reason: String::from("a graph frame was interrupted before every node finished"),
+        frame_ts: frame.ts,
+        frames_applied: 0,
+        semantics_hash: String::new(),
+    })
 }
 
 fn rank(phase: Phase) -> u8 {

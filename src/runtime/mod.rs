@@ -1,9 +1,9 @@
 //! Runtime decisions free of any actor framework: the model side of a
 //! monitor and its lifecycle (`lifecycle`: only a live model ingests, fits
 //! or seals; drained, quarantined and halted states cannot), checkpoint
-//! triggers, retry pauses, shard assignment, exit reasons and the start
-//! plan (`start`: fresh, restore or refuse, and the exit a refused graph
-//! run takes). `radar-actors` carries them out.
+//! triggers, retry pauses, shard assignment, exit reasons, ownership and
+//! the start plan (`start`: fresh, restore or refuse, and the exit a
+//! refused graph run takes). `radar-actors` carries them out.
 //!
 //! # The path of one message
 //!
@@ -101,6 +101,7 @@ mod core;
 mod exit;
 mod graph_run;
 mod lifecycle;
+mod ownership;
 mod retry;
 mod shard;
 mod silence;
@@ -110,6 +111,7 @@ pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger
 pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
 pub use exit::{ExitReason, Restart};
 pub use lifecycle::{Facts, Lifecycle, Retired};
+pub use ownership::Ownership;
 pub use retry::{FIRST_RETRY, RetryBackoff};
 pub use shard::owns;
 pub use silence::{Silence, SilenceChange};

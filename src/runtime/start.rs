@@ -103,6 +103,7 @@ pub fn retry_overtaken_start(attempt: u32) -> Option<Duration> {
 mod tests {
     use super::*;
     use crate::snapshot::{CorruptReason, Corrupted, Incompatible, IncompatibleReason};
+    use crate::telemetry::MonitorState;
 
     fn run() -> Uuid {
         Uuid::from_u128(7)
@@ -131,7 +132,7 @@ mod tests {
         assert_eq!(reason, corrupted.to_string());
         let exit = StartPlan::refusal_exit(reason);
         assert!(exit.is_terminal(), "an operator must act: {exit}");
-        assert_eq!(exit.state(), "startup_failed");
+        assert_eq!(MonitorState::from(&exit), MonitorState::StartupFailed);
 
         let incompatible = Incompatible {
             service_id: run(),
@@ -184,7 +185,11 @@ mod tests {
         ];
         for refusal in &failed {
             let refused = RefusedRun::new(run(), refusal);
-            assert_eq!(refused.exit.state(), "startup_failed", "{refusal}");
+            assert_eq!(
+                MonitorState::from(&refused.exit),
+                MonitorState::StartupFailed,
+                "{refusal}"
+            );
             assert!(refused.exit.is_terminal());
             assert!(refused.is_error());
             assert!(refused.reason.contains(&refusal.to_string()));

@@ -19,33 +19,56 @@ const MAX_UNCERTAIN_TOKENS: usize = 16;
 /// The tokens a writer and its health reporter share, so a heartbeat never
 /// mistakes this writer's own newest checkpoint for another owner's.
 #[derive(Clone, Debug)]
-pub(super) struct Fence(Arc<Mutex<FenceState>>);
+pub(super) struct Fence(Arc<Mutex<Shared>>);
 
 #[derive(Debug)]
-pub(super) struct FenceState {
-    pub current: FencingToken,
-    /// Checkpoints sent whose commit was not confirmed (newest last).
-    uncertain: Vec<FencingToken>,
-    /// The checkpoint being written right now.
-    in_flight: Option<FencingToken>,
+struct Shared {
     /// Bumped on every change, so a refused heartbeat can tell whether the
     /// writer moved on while it ran.
+    generation: u64,
+    state: FenceState,
+}
+
+/// Whether the writer still owns the row. Only a held fence has tokens to
+/// write with; loss is terminal.
+#[derive(Debug)]
+enum FenceState {
+    Held {
+        current: FencingToken,
+        /// Checkpoints sent whose commit was not confirmed (newest last).
+        uncertain: Vec<FencingToken>,
+        /// The checkpoint being written right now.
+        in_flight: Option<FencingToken>,
+    },
+    /// Another writer replaced the row; `last` is kept to name this
+    /// writer's last token in messages, never to write with.
+    Lost { last: FencingToken },
+}
+
+/// What a health write needs from a held fence.
+#[derive(Debug)]
+pub(super) struct HealthTokens {
+    /// The fence's generation when the tokens were read.
     pub generation: u64,
-    pub lost: bool,
+    /// Short form of the current token, for the status row.
+    pub token: String,
+    /// Every signature that proves ownership, the one in flight included.
+    pub accepted: Vec<Vec<u8>>,
 }
 
 impl Fence {
     pub(super) fn new(current: FencingToken) -> Self {
-        Self(Arc::new(Mutex::new(FenceState {
-            current,
-            uncertain: Vec::new(),
-            in_flight: None,
+        Self(Arc::new(Mutex::new(Shared {
             generation: 0,
-            lost: false,
+            state: FenceState::Held {
+                current,
+                uncertain: Vec::new(),
+                in_flight: None,
+            },
         })))
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, FenceState> {
+    fn lock(&self) -> MutexGuard<'_, Shared> {
         // The state stays consistent across a panic elsewhere: every update
         // is a few assignments.
         self.0
@@ -53,66 +76,138 @@ impl Fence {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Signatures that prove this writer still owns the row; with
-    /// `in_flight`, also the checkpoint being committed right now.
-    pub(super) fn accepted(&self, in_flight: bool) -> Vec<Vec<u8>> {
-        let state = self.lock();
-        let mut tokens = vec![state.current.as_bytes().to_vec()];
-        tokens.extend(state.uncertain.iter().map(|t| t.as_bytes().to_vec()));
-        if in_flight {
-            tokens.extend(state.in_flight.iter().map(|t| t.as_bytes().to_vec()));
+    pub(super) fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// The token this writer last loaded or committed (after a loss, the
+    /// last one it held).
+    pub(super) fn last_token(&self) -> FencingToken {
+        match &self.lock().state {
+            FenceState::Held { current, .. } => current.clone(),
+            FenceState::Lost { last } => last.clone(),
         }
-        tokens
     }
 
-    pub(super) fn is_lost(&self) -> bool {
-        self.lock().lost
+    /// Signatures that prove this writer still owns the row; `None` once
+    /// ownership is lost.
+    pub(super) fn accepted(&self) -> Option<Vec<Vec<u8>>> {
+        let shared = self.lock();
+        let FenceState::Held {
+            current, uncertain, ..
+        } = &shared.state
+        else {
+            return None;
+        };
+        Some(owned_tokens(current, uncertain))
     }
 
-    pub(super) fn begin(&self, next: &FencingToken) {
-        let mut state = self.lock();
-        state.in_flight = Some(next.clone());
-        state.generation += 1;
+    /// The tokens a health write checks: also the checkpoint being
+    /// committed right now. `None` once ownership is lost.
+    pub(super) fn for_health(&self) -> Option<HealthTokens> {
+        let shared = self.lock();
+        let FenceState::Held {
+            current,
+            uncertain,
+            in_flight,
+        } = &shared.state
+        else {
+            return None;
+        };
+        let mut accepted = owned_tokens(current, uncertain);
+        accepted.extend(in_flight.iter().map(|t| t.as_bytes().to_vec()));
+        Some(HealthTokens {
+            generation: shared.generation,
+            token: current.short(),
+            accepted,
+        })
+    }
+
+    /// Marks `next` as being written and returns the signatures its
+    /// compare-and-swap accepts; `None` once ownership is lost.
+    pub(super) fn begin(&self, next: &FencingToken) -> Option<Vec<Vec<u8>>> {
+        let mut shared = self.lock();
+        let FenceState::Held {
+            current,
+            uncertain,
+            in_flight,
+        } = &mut shared.state
+        else {
+            return None;
+        };
+        let accepted = owned_tokens(current, uncertain);
+        *in_flight = Some(next.clone());
+        shared.generation += 1;
+        Some(accepted)
     }
 
     pub(super) fn committed(&self, next: &FencingToken) {
-        let mut state = self.lock();
-        state.current = next.clone();
-        state.uncertain.clear();
-        state.in_flight = None;
-        state.generation += 1;
+        let mut shared = self.lock();
+        if let FenceState::Held {
+            current,
+            uncertain,
+            in_flight,
+        } = &mut shared.state
+        {
+            *current = next.clone();
+            uncertain.clear();
+            *in_flight = None;
+            shared.generation += 1;
+        }
     }
 
     pub(super) fn uncertain(&self, next: &FencingToken) {
-        let mut state = self.lock();
-        state.uncertain.push(next.clone());
-        if state.uncertain.len() > MAX_UNCERTAIN_TOKENS {
-            state.uncertain.remove(0);
+        let mut shared = self.lock();
+        if let FenceState::Held {
+            uncertain,
+            in_flight,
+            ..
+        } = &mut shared.state
+        {
+            uncertain.push(next.clone());
+            if uncertain.len() > MAX_UNCERTAIN_TOKENS {
+                uncertain.remove(0);
+            }
+            *in_flight = None;
+            shared.generation += 1;
         }
-        state.in_flight = None;
-        state.generation += 1;
     }
 
     pub(super) fn confirm(&self, held: &FencingToken) {
-        let mut state = self.lock();
-        if state.current != *held {
-            state.current = held.clone();
-            state.uncertain.clear();
-            state.generation += 1;
+        let mut shared = self.lock();
+        if let FenceState::Held {
+            current, uncertain, ..
+        } = &mut shared.state
+            && current != held
+        {
+            *current = held.clone();
+            uncertain.clear();
+            shared.generation += 1;
         }
     }
 
     pub(super) fn lose(&self, service_id: Uuid, refused: WriteKind) -> OwnershipLost {
-        let mut state = self.lock();
-        state.lost = true;
-        state.generation += 1;
+        let mut shared = self.lock();
+        let last = match &shared.state {
+            FenceState::Held { current, .. } => current.clone(),
+            FenceState::Lost { last } => last.clone(),
+        };
+        let token = last.short();
+        shared.state = FenceState::Lost { last };
+        shared.generation += 1;
         OwnershipLost {
             service_id,
-            token: state.current.short(),
+            token,
             refused,
             reason: super::checkpoints::LossReason::Successor,
         }
     }
+}
+
+fn owned_tokens(current: &FencingToken, uncertain: &[FencingToken]) -> Vec<Vec<u8>> {
+    let mut tokens = vec![current.as_bytes().to_vec()];
+    tokens.extend(uncertain.iter().map(|t| t.as_bytes().to_vec()));
+    tokens
 }
 
 #[cfg(test)]
@@ -124,7 +219,12 @@ mod tests {
     }
 
     fn accepted(fence: &Fence, in_flight: bool) -> Vec<u8> {
-        fence.accepted(in_flight).iter().map(|t| t[0]).collect()
+        let tokens = if in_flight {
+            fence.for_health().map(|h| h.accepted)
+        } else {
+            fence.accepted()
+        };
+        tokens.unwrap_or_default().iter().map(|t| t[0]).collect()
     }
 
     #[test]
@@ -155,7 +255,7 @@ mod tests {
         let fence = Fence::new(token(1));
         fence.uncertain(&token(2));
         fence.confirm(&token(2));
-        assert_eq!(fence.lock().current, token(2));
+        assert_eq!(fence.last_token(), token(2));
         assert_eq!(accepted(&fence, false), [2]);
     }
 
@@ -165,17 +265,17 @@ mod tests {
         for n in 1..=40 {
             fence.uncertain(&token(n));
         }
-        assert_eq!(fence.accepted(false).len(), 1 + MAX_UNCERTAIN_TOKENS);
+        assert_eq!(accepted(&fence, false).len(), 1 + MAX_UNCERTAIN_TOKENS);
     }
 
     #[test]
     fn every_change_moves_the_generation_so_a_racing_heartbeat_retries() {
         let fence = Fence::new(token(1));
-        let before = fence.lock().generation;
+        let before = fence.generation();
         fence.begin(&token(2));
-        let during = fence.lock().generation;
+        let during = fence.generation();
         fence.committed(&token(2));
-        assert!(before < during && during < fence.lock().generation);
+        assert!(before < during && during < fence.generation());
     }
 
     #[test]
@@ -183,11 +283,27 @@ mod tests {
         let fence = Fence::new(token(7));
         let other = fence.clone();
         let lost = fence.lose(Uuid::nil(), WriteKind::EvidenceBatch);
-        assert!(other.is_lost());
+        assert!(other.accepted().is_none());
+        assert!(other.for_health().is_none());
         assert_eq!(lost.token, token(7).short());
         assert!(
             lost.to_string().contains("evidence batch was refused"),
             "{lost}"
         );
+    }
+
+    #[test]
+    fn a_lost_fence_hands_out_no_tokens_whatever_its_writer_reports_after() {
+        let fence = Fence::new(token(1));
+        fence.uncertain(&token(2));
+        fence.lose(Uuid::nil(), WriteKind::Health);
+        assert_eq!(fence.begin(&token(3)), None);
+        fence.committed(&token(3));
+        fence.confirm(&token(2));
+        assert!(fence.accepted().is_none());
+        assert!(fence.for_health().is_none());
+        assert_eq!(fence.last_token(), token(1));
+        let again = fence.lose(Uuid::nil(), WriteKind::Checkpoint);
+        assert_eq!(again.token, token(1).short());
     }
 }

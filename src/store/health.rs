@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{
     StoreError, checkout,
     checkpoints::{CheckpointStore, OwnershipLost, WriteKind},
-    fence::Fence,
+    fence::{Fence, HealthTokens},
 };
 
 /// Times a refused heartbeat is retried because its own writer committed a
@@ -158,14 +158,14 @@ impl HealthReporter {
     /// [`super::Heartbeats`] instead, which writes many monitors at once.
     pub async fn report(self, record: &HealthRecord) -> HealthOutcome {
         for _ in 0..=MAX_RACES {
-            let (generation, token, lost) = {
-                let state = self.fence.lock();
-                (state.generation, state.current.short(), state.lost)
-            };
-            if lost {
+            let Some(HealthTokens {
+                generation,
+                token,
+                accepted,
+            }) = self.fence.for_health()
+            else {
                 break;
-            }
-            let accepted = self.fence.accepted(true);
+            };
             let sql = upsert(OWNED, OWNER_COUNTS);
             let written = write_status(
                 &self.store,
@@ -179,7 +179,7 @@ impl HealthReporter {
             .await;
             match written {
                 Ok(true) => return HealthOutcome::Written(self),
-                Ok(false) if self.fence.lock().generation != generation => continue,
+                Ok(false) if self.fence.generation() != generation => continue,
                 Ok(false) => break,
                 Err(error) => {
                     return HealthOutcome::Failed {

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::runtime::ExitReason;
+use crate::runtime::{ExitReason, Ownership};
 
 /// The state `/readyz`, the `radar.monitor.state` gauge and the status table
 /// show. Only `Connected` is ready.
@@ -100,17 +100,6 @@ fn exit_detail(exit: &ExitReason) -> &str {
         ExitReason::StartupFailed { reason } => reason,
         ExitReason::Failed { error } => error,
     }
-}
-
-/// Whether this worker holds the monitor's fencing token.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Ownership {
-    /// No snapshot won or loaded yet (also for the whole life of a worker
-    /// started with database writes disabled).
-    #[default]
-    Pending,
-    Held,
-    Lost,
 }
 
 /// The facts reported about one monitor.
@@ -212,9 +201,7 @@ impl Condition {
 
     /// The initial snapshot was won or a snapshot was restored.
     pub fn hold_ownership(&mut self) {
-        if self.ownership == Ownership::Pending {
-            self.ownership = Ownership::Held;
-        }
+        self.ownership = self.ownership.after_commit();
     }
 }
 

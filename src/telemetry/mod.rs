@@ -38,7 +38,7 @@ pub mod names;
 pub mod readiness;
 pub mod text;
 
-pub use condition::{MonitorState, Ownership};
+pub use condition::MonitorState;
 pub use events::InternalEvent;
 pub use handle::{METER_NAME, MonitorTelemetry, Telemetry};
 pub use instruments::Instruments;

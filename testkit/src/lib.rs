@@ -20,7 +20,8 @@
 //!   the CLI reads tests assert on; [`telemetry`]: the synchronous variant
 //!   the telemetry tests use.
 //! - [`heartbeat`]: status heartbeats handed to a batch as the worker does.
-//! - [`rows`]: the snapshot row, other sessions and row locks;
+//! - [`rows`]: the snapshot row, other sessions, row locks and a kept
+//!   snapshot written back as another writer's successor;
 //!   [`audit`]: the write-audit triggers.
 //! - [`http`] and [`exposition`]: `/metrics` fetched and parsed.
 //! - [`graph`]: the example graph and graph-store fixtures; [`certs`]: a

@@ -1,6 +1,7 @@
 //! Reading and holding rows of a test database: the committed snapshot row,
-//! the sessions still connected, and a row lock held on purpose so that a
-//! worker's write waits.
+//! the sessions still connected, a row lock held on purpose so that a
+//! worker's write waits, and an earlier snapshot written back as if another
+//! writer had committed it.
 
 use std::time::Duration;
 
@@ -117,4 +118,65 @@ pub async fn wait_for_lock_waiter(conn: &mut AsyncPgConnection, within: Duration
             poll::check(n > 0, || "no session waits for a lock")
         })
         .await
+}
+
+/// The side table [`keep_snapshot`] copies rows into.
+const KEPT: &str = "radar_test_kept_snapshots";
+
+/// The snapshot columns a write-back replaces (all but the key and the
+/// commit time, which is the write-back's own).
+const SNAPSHOT_COLUMNS: &str = "envelope, format_version, config_fingerprint, runtime_versions, \
+     processed_count, observation_history_len, saved_at, payload_sha256, key_id, signature, \
+     payload, writer_id";
+
+/// Copies the monitor's committed snapshot row into a side table of the
+/// test database, for [`write_back_kept_snapshot`]. Returns the copy's
+/// readable columns.
+pub async fn keep_snapshot(conn: &mut AsyncPgConnection, id: Uuid) -> SnapshotRow {
+    diesel::sql_query(format!(
+        "CREATE TABLE IF NOT EXISTS {KEPT} (LIKE radar_runtime_checkpoints)"
+    ))
+    .execute(conn)
+    .await
+    .expect("create the side table for kept snapshots");
+    let copied = diesel::sql_query(format!(
+        "INSERT INTO {KEPT} SELECT * FROM radar_runtime_checkpoints WHERE service_id = $1"
+    ))
+    .bind::<SqlUuid, _>(id)
+    .execute(conn)
+    .await
+    .expect("copy the snapshot row");
+    assert_eq!(copied, 1, "monitor {id} has a committed snapshot to keep");
+    snapshot_row(conn, id).await.expect("the row just copied")
+}
+
+/// Puts the snapshot kept by [`keep_snapshot`] back into the monitor's row
+/// and records it in the checkpoint ledger as the newest commit: to a
+/// worker that loaded the row before, this is another writer's successor
+/// (validly signed, and the ledger's newest). Runs on `conn`, inside the
+/// transaction it may hold open (e.g. from [`lock_snapshot_row`]).
+pub async fn write_back_kept_snapshot(conn: &mut AsyncPgConnection, id: Uuid) {
+    let replaced = diesel::sql_query(format!(
+        "UPDATE radar_runtime_checkpoints AS r SET ({SNAPSHOT_COLUMNS}, committed_at) = \
+         (SELECT {SNAPSHOT_COLUMNS}, now() FROM {KEPT} WHERE service_id = $1) \
+         WHERE r.service_id = $1"
+    ))
+    .bind::<SqlUuid, _>(id)
+    .execute(conn)
+    .await
+    .expect("write the kept snapshot back");
+    let recorded = diesel::sql_query(format!(
+        "UPDATE radar_checkpoint_ledger SET sequence = sequence + 1, committed_at = now(), \
+         signature = (SELECT signature FROM {KEPT} WHERE service_id = $1) \
+         WHERE service_id = $1"
+    ))
+    .bind::<SqlUuid, _>(id)
+    .execute(conn)
+    .await
+    .expect("record the kept snapshot in the ledger");
+    assert_eq!(
+        (replaced, recorded),
+        (1, 1),
+        "monitor {id}: the snapshot row and its ledger entry are replaced"
+    );
 }

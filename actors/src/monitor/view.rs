@@ -6,6 +6,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use radar::{coverage::CoverageHistory, detector::Phase, snapshot::RecoveryMetadata};
 
+/// Who may write this monitor's rows: the library's one ownership type,
+/// which the health board reports too.
+pub use radar::runtime::Ownership;
+
 /// The model's last published state.
 #[derive(Debug, Clone)]
 pub struct ModelView {
@@ -27,15 +31,6 @@ pub struct ModelView {
     /// Per required reading, when its newest accepted observation was
     /// received (`None` before the first), for the status row.
     pub readings_seen: Vec<(String, Option<DateTime<Utc>>)>,
-}
-
-/// Who may write this monitor's rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ownership {
-    /// Database writes are disabled: nothing is read or written.
-    Disabled,
-    Owner,
-    Lost,
 }
 
 /// The checkpoint side's last published state.

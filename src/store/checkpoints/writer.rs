@@ -52,14 +52,14 @@ impl CheckpointWriter {
 
     /// The signature this writer last loaded or committed.
     pub fn token(&self) -> FencingToken {
-        self.fence.lock().current.clone()
+        self.fence.last_token()
     }
 
     /// Every signature the row may hold while this writer still owns it:
     /// the last confirmed one and those of checkpoints whose commit reply
-    /// was lost.
+    /// was lost. None once its health reporter saw the ownership lost.
     pub fn accepted_tokens(&self) -> Vec<Vec<u8>> {
-        self.fence.accepted(false)
+        self.fence.accepted().unwrap_or_default()
     }
 
     /// This writer's monitor runs a graph: from now on no write commits
@@ -79,11 +79,9 @@ impl CheckpointWriter {
     /// the caller still holds it for the next attempt.
     pub async fn checkpoint(self, next: &SealedSnapshot, pending: &PendingResults) -> WriteOutcome {
         debug_assert_eq!(next.envelope.service_id, self.service_id);
-        if self.fence.is_lost() {
+        let Some(accepted) = self.fence.begin(&next.token) else {
             return WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint));
-        }
-        let accepted = self.fence.accepted(false);
-        self.fence.begin(&next.token);
+        };
         let store = &self.store;
         // The compare-and-swap: replaces the row only if it holds a
         // signature this writer accepts.
@@ -195,12 +193,11 @@ impl CheckpointWriter {
         self,
         write: W,
     ) -> Result<(Self, Vec<u8>, W::Output), HeldWriteError> {
-        if self.fence.is_lost() {
+        let Some(accepted) = self.fence.accepted() else {
             return Err(HeldWriteError::OwnershipLost(
                 self.lose(WriteKind::EvidenceBatch),
             ));
-        }
-        let accepted = self.fence.accepted(false);
+        };
         let store = &self.store;
         let result = store
             .bounded(async {

@@ -31,6 +31,7 @@ use uuid::Uuid;
 use super::{
     StoreError,
     checkpoints::{CheckpointStore, WriteKind},
+    fence::HealthTokens,
     health::{HealthOutcome, HealthRecord, HealthReporter, MAX_RACES},
 };
 use group::Reply;
@@ -120,16 +121,16 @@ impl Prepared {
     /// Reads the fence, or answers at once if ownership is already lost.
     fn new(beat: Beat, attempts: usize) -> Option<Self> {
         let fence = &beat.reporter.fence;
-        let (generation, token, lost) = {
-            let state = fence.lock();
-            (state.generation, state.current.short(), state.lost)
-        };
-        if lost {
+        let Some(HealthTokens {
+            generation,
+            token,
+            accepted,
+        }) = fence.for_health()
+        else {
             let lost = fence.lose(beat.reporter.service_id, WriteKind::Health);
             beat.reply.send(HealthOutcome::OwnershipLost(lost));
             return None;
-        }
-        let accepted = fence.accepted(true);
+        };
         let refresh = beat.unchanged;
         Some(Self {
             beat,
@@ -214,7 +215,7 @@ async fn flush(store: &CheckpointStore, beats: Vec<Beat>, rows_per_statement: us
                     } else if stale.contains(&p.service_id()) {
                         p.refresh = false;
                         again.push(p);
-                    } else if p.beat.reporter.fence.lock().generation != p.generation
+                    } else if p.beat.reporter.fence.generation() != p.generation
                         && p.attempts < MAX_RACES
                     {
                         next.extend(Prepared::new(p.beat, p.attempts + 1));

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::Recovery;
 use crate::telemetry::{
-    condition::{Condition, MonitorState, Ownership},
+    condition::{Condition, MonitorState},
     counts::{CountValues, Counts},
     labels::DetectorPhase,
 };
@@ -94,7 +94,7 @@ impl Slot {
             state,
             connected,
             detail,
-            ownership_held: ownership == Ownership::Held,
+            ownership_held: ownership.is_held(),
             phase: figures.phase,
             queue_depth: self.queue_depth.load(Ordering::Relaxed),
             queue_capacity: (capacity > 0).then_some(capacity),

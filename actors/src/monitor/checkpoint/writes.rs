@@ -137,6 +137,7 @@ impl CheckpointActor {
         let token = writer.token().short();
         self.slot = Slot::Idle(writer);
         self.view.send_modify(|v| {
+            v.ownership = v.ownership.after_commit();
             v.token = Some(token);
             v.last_commit_at = Some(Utc::now());
             v.commits += 1;

@@ -22,7 +22,7 @@ use actix::prelude::*;
 use chrono::Utc;
 use radar::mqtt::{IngressCounters, LinkStatus};
 use radar::store::{HealthOutcome, HealthReporter};
-use radar::telemetry::MonitorTelemetry;
+use radar::telemetry::{MonitorState, MonitorTelemetry};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -42,7 +42,14 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// Queued input that has not moved for this long means the model is stalled.
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
 
-/// The state label of a running monitor.
+/// The state label a running monitor's status row shows.
+///
+/// The health board's [`MonitorState`] (what `/readyz` and the state gauge
+/// show) is not a second assessment of the same views: its stall and
+/// no-data facts are this state's changes (`beat::Health::changed` emits
+/// them), its connection comes straight from the ingestion's events (so
+/// readiness does not wait for a heartbeat), and an exit's label is
+/// `MonitorState::from(&ExitReason)` here too (the final report).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunState {
     /// Not connected yet since it started.
@@ -168,7 +175,7 @@ impl Handler<FinalReport> for HealthActor {
         health.halted = true;
         let reporter = Arc::clone(&health.reporter);
         let mut record = health.record(RunState::Running, Utc::now());
-        record.state = msg.reason.state().to_string();
+        record.state = MonitorState::from(&msg.reason).to_string();
         record.connected = false;
         if let radar::runtime::ExitReason::Stopped = msg.reason {
         } else {

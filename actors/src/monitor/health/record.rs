@@ -151,7 +151,7 @@ mod tests {
 
     impl Inputs {
         fn new() -> Self {
-            let mut checkpoint = CheckpointView::new(Ownership::Owner);
+            let mut checkpoint = CheckpointView::new(Ownership::Held);
             checkpoint.last_commit_at = Some(at(0));
             Self {
                 model: ModelView {

@@ -5,6 +5,7 @@ use radar::{
     graph::{CompiledGraph, GraphBinding},
     runtime::{ExitReason, RefusedRun},
     store::{Admission, CheckpointStore, GraphStoreError, HealthRecord, MonitorRow},
+    telemetry::MonitorState,
 };
 use uuid::Uuid;
 
@@ -86,7 +87,14 @@ pub(super) async fn admit(
             return Err(exit);
         }
     };
-    persist_unowned(store, id, seen.as_deref(), exit.state(), &reason).await;
+    persist_unowned(
+        store,
+        id,
+        seen.as_deref(),
+        MonitorState::from(&exit).as_str(),
+        &reason,
+    )
+    .await;
     Err(exit)
 }
 

@@ -1,7 +1,7 @@
 //! Restoring the model from the stored snapshot, or starting it fresh.
 
 use chrono::Utc;
-use radar::telemetry::{MonitorTelemetry, events};
+use radar::telemetry::{MonitorState, MonitorTelemetry, events};
 use radar::{
     config::MonitorConfig,
     graph::CompiledGraph,
@@ -83,6 +83,6 @@ pub(super) async fn load(
     tracing::error!(monitor_id = %id, %reason, "Refusing to start the monitor.");
     let exit = StartPlan::refusal_exit(reason.clone());
     let seen = stored.as_ref().map(|s| s.signature());
-    persist_unowned(store, id, seen, exit.state(), &reason).await;
+    persist_unowned(store, id, seen, MonitorState::from(&exit).as_str(), &reason).await;
     Err(exit)
 }

@@ -109,7 +109,7 @@ pub(super) fn start_actors(
     let model =
         ModelActor::start_in_arbiter(&model_thread.0.handle(), move |_| ModelActor::new(setup));
     let (view, checkpoint_rx) = watch::channel(CheckpointView::new(match worker.store {
-        Some(_) => Ownership::Owner,
+        Some(_) => Ownership::Pending,
         None => Ownership::Disabled,
     }));
     checkpoint_ctx.run(CheckpointActor::new(CheckpointSetup {
