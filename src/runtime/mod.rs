@@ -77,7 +77,7 @@ mod silence;
 mod start;
 
 pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
-pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
+pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict, no_snapshot};
 pub use exit::{ExitReason, Restart};
 pub use retry::{FIRST_RETRY, RetryBackoff};
 pub use shard::owns;

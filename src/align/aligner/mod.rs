@@ -34,12 +34,14 @@
 //! emitting them).
 
 mod partial;
+mod row;
 #[cfg(test)]
 mod tests;
 
 use chrono::{DateTime, Utc};
 
 use self::partial::Partial;
+pub use self::row::{Row, RowFrame};
 use super::{AlignRejection, AlignmentCounters, AlignmentPolicy, Frame, Observation, Watermarks};
 use crate::config::ReadingConfig;
 
@@ -108,6 +110,9 @@ pub struct Aligner {
     spare: Vec<Vec<Option<Held>>>,
     watermarks: Watermarks,
     counters: AlignmentCounters,
+    /// Slot indices in the order of their names: the order of
+    /// `watermarks` once every reading has one (see `row`).
+    by_name: Vec<usize>,
 }
 
 impl Aligner {
@@ -157,7 +162,10 @@ impl Aligner {
         {
             return Err(AlignError::UnknownWatermark(unknown.to_owned()));
         }
+        let mut by_name: Vec<usize> = (0..slots.len()).collect();
+        by_name.sort_by(|&x, &y| slots[x].name.cmp(&slots[y].name));
         Ok(Self {
+            by_name,
             policy,
             slots,
             width: required,
