@@ -207,8 +207,14 @@ async fn worker_scores(
 }
 
 /// The worker's and the backtest's flagged frames and alarms are the same,
-/// and not trivially: both stretches flagged, one alarm each.
-fn assert_same(worker: (Flagged, Spans), detect: (Flagged, Spans, usize), min_flagged: usize) {
+/// and not trivially: at least `min_flagged` frames flagged, and as many
+/// alarms as `alarms` allows.
+fn assert_same(
+    worker: (Flagged, Spans),
+    detect: (Flagged, Spans, usize),
+    min_flagged: usize,
+    alarms: std::ops::RangeInclusive<usize>,
+) {
     let ((worker_flagged, worker_alarms), (detect_flagged, detect_alarms, frames)) =
         (worker, detect);
     assert_eq!(frames, FRAMES, "one record per frame");
@@ -216,10 +222,9 @@ fn assert_same(worker: (Flagged, Spans), detect: (Flagged, Spans, usize), min_fl
         worker_flagged.len() >= min_flagged,
         "the anomalous stretches are flagged: {worker_flagged:?}"
     );
-    assert_eq!(
-        worker_alarms.len(),
-        2,
-        "one alarm per stretch: {worker_alarms:?}"
+    assert!(
+        alarms.contains(&worker_alarms.len()),
+        "alarms on the stretches: {worker_alarms:?}"
     );
     assert_eq!(
         detect_flagged, worker_flagged,
@@ -238,7 +243,13 @@ async fn detect_gives_the_workers_scores_flags_and_alarms_on_the_same_frames() {
     let rows = rows();
     let scored = worker_scores(&h, worker, id, &prefix, &rows).await;
     let monitor = monitor::two_readings("backtest", &prefix);
-    assert_same(scored, backtest(&h, ("--config", &monitor), &rows), 12);
+    // One alarm per stretch.
+    assert_same(
+        scored,
+        backtest(&h, ("--config", &monitor), &rows),
+        12,
+        2..=2,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,7 +260,7 @@ async fn detect_gives_a_graph_runs_scores_flags_and_alarms_on_the_same_frames() 
     h.publish_graph(&graph);
     let ids = h.activate("backtest-graph", 1);
     let monitor = ids.service.to_string();
-    let mut worker = h.spawn_worker("w-backtest-graph", &[], &["--monitor", &monitor]);
+    let worker = h.spawn_worker("w-backtest-graph", &[], &["--monitor", &monitor]);
     h.wait_status(ids.service, START, "the graph run runs", |s| {
         state(s) == "running"
     })
@@ -258,7 +269,8 @@ async fn detect_gives_a_graph_runs_scores_flags_and_alarms_on_the_same_frames() 
     let rows = rows();
     let scored = worker_scores(&h, worker, ids.service, &prefix, &rows).await;
     let file = serde_json::to_string_pretty(&graph).expect("graph JSON");
-    // The alarm node opens on 3 flagged of 5 frames: fewer flagged frames
-    // than the plain monitor's, each stretch still more than 3.
-    assert_same(scored, backtest(&h, ("--graph", &file), &rows), 8);
+    // The graph's detector sees `a` through a rolling mean of 3 and its
+    // alarm node closes after 10 quiet frames: fewer flagged frames than
+    // the plain monitor's, and a stretch may open and close an alarm twice.
+    assert_same(scored, backtest(&h, ("--graph", &file), &rows), 8, 2..=4);
 }

@@ -79,9 +79,13 @@ impl Frames {
     ) -> Result<Option<ReplayRecord>, ReplayError> {
         let RowHead { row, ts, bad } = head;
         if bad.is_none()
-            && let Some(step) = self.ingest_row(ts, values)
+            && let Some(mut step) = self.ingest_row(ts, values)
         {
-            return self.record(row, step);
+            let record = self.record(row, &step);
+            if let Some(frame) = step.frame.take() {
+                self.core.recycle(frame);
+            }
+            return record;
         }
         let admitted = bad.as_ref().map_or(values.len(), |b| b.entry);
         for (i, value) in values[..admitted].iter().enumerate() {
@@ -93,7 +97,7 @@ impl Frames {
                 received_at: ts,
             };
             let step = self.core.ingest(Ok(observation), ts);
-            if let Some(result) = self.record(row, step).transpose() {
+            if let Some(result) = self.record(row, &step).transpose() {
                 self.pending.push_back(result);
             }
         }
@@ -124,11 +128,11 @@ impl Frames {
 
     /// Fits when `step` made the fit due, then gives the record of the
     /// frame `step` scored, if it completed one.
-    fn record(&mut self, row: u64, step: Step) -> Result<Option<ReplayRecord>, ReplayError> {
+    fn record(&mut self, row: u64, step: &Step) -> Result<Option<ReplayRecord>, ReplayError> {
         self.core
-            .fit_when_due(&step, no_snapshot)
+            .fit_when_due(step, no_snapshot)
             .map_err(|e| core_error(&self.monitor, e))?;
-        if let Some(failure) = step.quarantined {
+        if let Some(failure) = &step.quarantined {
             return Err(ReplayError::Graph {
                 monitor: self.monitor.clone(),
                 reason: format!(
@@ -153,28 +157,28 @@ impl Frames {
     /// The record of a graph's frame: its alarm node's verdict (once its
     /// detectors are fitted), the evidence's p-value and per-detector
     /// contributions on flagged frames.
-    fn graph_record_of(&self, row: u64, ts: DateTime<Utc>, step: Step) -> ReplayRecord {
-        let evidence = step.results.evidence.into_iter().next();
-        let verdict = step.verdict;
+    fn graph_record_of(&self, row: u64, ts: DateTime<Utc>, step: &Step) -> ReplayRecord {
+        let evidence = step.results.evidence.first();
+        let verdict = step.verdict.as_ref();
         ReplayRecord {
             row,
             ts,
             phase: self.core.phase(),
-            score: verdict.as_ref().map(|v| v.score),
-            threshold: verdict.as_ref().and(self.graph_threshold),
-            p_value: evidence.as_ref().map(|e| e.p_value),
-            flagged: verdict.as_ref().is_some_and(|v| v.flagged),
+            score: verdict.map(|v| v.score),
+            threshold: verdict.and(self.graph_threshold),
+            p_value: evidence.map(|e| e.p_value),
+            flagged: verdict.is_some_and(|v| v.flagged),
             alarm_open: self.core.open_alarm_opened_at().is_some(),
-            alarm_event: verdict.and_then(|v| v.alarm_event),
-            contributions: evidence.map(|e| e.contributions.into_iter().map(|(_, c)| c).collect()),
+            alarm_event: verdict.and_then(|v| v.alarm_event.clone()),
+            contributions: evidence.map(|e| e.contributions.iter().map(|(_, c)| *c).collect()),
         }
     }
 
     /// The record of the frame at `ts` that `step` offered, with the
     /// detector's state after it (and after the fit, if one ran).
-    fn record_of(&self, row: u64, ts: DateTime<Utc>, step: Step) -> ReplayRecord {
+    fn record_of(&self, row: u64, ts: DateTime<Utc>, step: &Step) -> ReplayRecord {
         let phase = self.core.phase();
-        match step.scored {
+        match &step.scored {
             Some(s) => ReplayRecord {
                 row,
                 ts,
@@ -184,8 +188,8 @@ impl Frames {
                 p_value: Some(s.p_value),
                 flagged: s.flagged,
                 alarm_open: s.alarm_open,
-                alarm_event: s.alarm_event,
-                contributions: s.evidence.map(|e| e.contributions),
+                alarm_event: s.alarm_event.clone(),
+                contributions: s.evidence.as_ref().map(|e| e.contributions.clone()),
             },
             None => ReplayRecord {
                 row,

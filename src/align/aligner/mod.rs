@@ -113,6 +113,10 @@ pub struct Aligner {
     /// Slot indices in the order of their names: the order of
     /// `watermarks` once every reading has one (see `row`).
     by_name: Vec<usize>,
+    /// The highest watermark of any reading.
+    newest: Option<DateTime<Utc>>,
+    /// A used frame's values, handed back for the next row's frame.
+    spare_frame: Vec<f64>,
 }
 
 impl Aligner {
@@ -166,11 +170,13 @@ impl Aligner {
         by_name.sort_by(|&x, &y| slots[x].name.cmp(&slots[y].name));
         Ok(Self {
             by_name,
+            newest: watermarks.0.values().max().copied(),
             policy,
             slots,
             width: required,
             open: Vec::new(),
             spare: Vec::new(),
+            spare_frame: Vec::new(),
             watermarks,
             counters,
         })
@@ -252,6 +258,7 @@ impl Aligner {
     /// `reading` must be a valid index (checked by `admit`).
     fn accept(&mut self, reading: usize, ts: DateTime<Utc>) {
         self.watermarks.advance(&self.slots[reading].name, ts);
+        self.newest = self.newest.max(Some(ts));
         self.counters.accepted = self.counters.accepted.saturating_add(1);
     }
 }

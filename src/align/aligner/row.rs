@@ -43,16 +43,13 @@ impl Aligner {
     /// observations one by one then).
     pub fn admit_row(&mut self, row: Row<'_>, now: DateTime<Utc>) -> Option<RowFrame> {
         let mask = self.row_mask(row)?;
-        let punctual = now - row.ts <= self.policy.max_age()
-            && row.ts - row.received_at <= self.policy.future_tolerance()
-            && now
-                .checked_sub_signed(self.policy.freshness())
-                .is_none_or(|cutoff| row.received_at >= cutoff);
-        let newest = self.watermarks.0.values().all(|mark| *mark < row.ts);
-        if !(punctual && newest && self.open.is_empty()) {
+        let newest = self.newest.is_none_or(|mark| mark < row.ts);
+        if !(newest && self.open.is_empty() && self.punctual(row, now)) {
             return None;
         }
-        let mut values = vec![0.0; self.width];
+        let mut values = std::mem::take(&mut self.spare_frame);
+        values.clear();
+        values.resize(self.width, 0.0);
         let mut optional = 0;
         for (&reading, &value) in row.readings.iter().zip(row.values) {
             match self.slots[reading].position {
@@ -68,6 +65,27 @@ impl Aligner {
             frame: Frame { ts: row.ts, values },
             optional,
         })
+    }
+
+    /// Takes back the storage of a frame the caller is done with: the next
+    /// row's frame reuses it instead of allocating.
+    pub fn recycle(&mut self, frame: Frame) {
+        self.spare_frame = frame.values;
+    }
+
+    /// Whether no observation of `row` is too old, from the future, or
+    /// would expire before the row's last one: always so for a row stamped
+    /// `now` on every clock (the limits are never negative), the common case
+    /// of a replay, checked without date arithmetic.
+    fn punctual(&self, row: Row<'_>, now: DateTime<Utc>) -> bool {
+        if row.ts == now && row.received_at == now {
+            return true;
+        }
+        now - row.ts <= self.policy.max_age()
+            && row.ts - row.received_at <= self.policy.future_tolerance()
+            && now
+                .checked_sub_signed(self.policy.freshness())
+                .is_none_or(|cutoff| row.received_at >= cutoff)
     }
 
     /// The row's readings as a bit set, if they are distinct known readings
@@ -94,6 +112,7 @@ impl Aligner {
     /// (newer than all of them). Once every reading has one, the map's
     /// order is `by_name` and no name is looked up.
     fn watermark_row(&mut self, row: Row<'_>, mask: u128) {
+        self.newest = Some(row.ts);
         if self.watermarks.0.len() == self.slots.len() {
             for (mark, &slot) in self.watermarks.0.values_mut().zip(&self.by_name) {
                 if mask & (1u128 << slot) != 0 {

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{CoreError, MonitorCore, Step};
-use crate::align::{Row, RowFrame};
+use crate::align::{Frame, Row, RowFrame};
 
 impl MonitorCore {
     /// Ingests `row` (observations of distinct readings sharing their
@@ -28,6 +28,12 @@ impl MonitorCore {
         let mut step = Step::default();
         self.offer(frame, &mut step);
         Some(step)
+    }
+
+    /// Takes back a frame that a step returned, once the caller is done
+    /// with it: the next [`MonitorCore::ingest_row`] reuses its storage.
+    pub fn recycle(&mut self, frame: Frame) {
+        self.aligner.recycle(frame);
     }
 
     /// Runs the static fit if `step` made it due, after `checkpoint` has
@@ -237,6 +243,8 @@ close_m = 1
                         taken += 1;
                         let mut seen = Seen::default();
                         seen.add(&mut rows_at_once, step);
+                        // Storage handed back holds stale values of any length.
+                        rows_at_once.recycle(Frame { ts: row.ts, values: vec![f64::NAN; i % 7] });
                         seen
                     }
                     None => ingest_each(&mut rows_at_once, row),
