@@ -170,7 +170,7 @@ impl Frames {
             flagged: verdict.is_some_and(|v| v.flagged),
             alarm_open: self.core.open_alarm_opened_at().is_some(),
             alarm_event: verdict.and_then(|v| v.alarm_event.clone()),
-            contributions: evidence.map(|e| e.contributions.iter().map(|(_, c)| *c).collect()),
+            contributions: evidence.map(|e| e.contributions.values().copied().collect()),
         }
     }
 
