@@ -10,7 +10,7 @@
 //! - [`mqtt`]: per-monitor MQTT ingestion: reconnect owner, SUBACK checks,
 //!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
 //!   topics to readings (pure).
-//! - [`replay`]: a CSV file through the aligner and detector, for backtests.
+//! - [`replay`]: a CSV file through the worker's runtime core, for backtests.
 //! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
 //! - [`snapshot`]: signed recovery snapshots and their verification (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.

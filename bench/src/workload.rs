@@ -6,7 +6,7 @@ use chrono::{DateTime, SecondsFormat, SubsecRound, TimeDelta, Utc};
 use radar::{
     align::Observation,
     config::MonitorConfig,
-    runtime::MonitorCore,
+    runtime::{MonitorCore, no_snapshot},
     snapshot::{CheckpointKey, SnapshotBinding},
 };
 use uuid::Uuid;
@@ -164,7 +164,8 @@ pub fn fed_core(config: MonitorConfig, frames: usize, seed: u64) -> anyhow::Resu
 }
 
 /// Offers one frame to `core` as `width` observations received at `ts`;
-/// runs the fit when it becomes due, as the model actor does.
+/// runs the fit when it becomes due through the core's own "checkpoint,
+/// then fit" step (a benchmark's model keeps no snapshot).
 pub fn feed_frame(core: &mut MonitorCore, ts: DateTime<Utc>, values: &[f64]) -> anyhow::Result<()> {
     for (reading, value) in values.iter().enumerate() {
         let observation = Observation {
@@ -177,9 +178,7 @@ pub fn feed_frame(core: &mut MonitorCore, ts: DateTime<Utc>, values: &[f64]) -> 
         if let Some(reason) = step.rejected {
             anyhow::bail!("the benchmark frame was rejected: {}", reason.as_str());
         }
-        if step.fit_due {
-            core.fit()?;
-        }
+        core.fit_when_due(&step, no_snapshot)?;
     }
     Ok(())
 }

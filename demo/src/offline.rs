@@ -16,7 +16,9 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use radar::{
-    align::Observation, config::MonitorConfig, runtime::MonitorCore, runtime::Step,
+    align::Observation,
+    config::MonitorConfig,
+    runtime::{MonitorCore, Step, no_snapshot},
     store::AlarmRecord,
 };
 use serde::Serialize;
@@ -118,15 +120,15 @@ impl MachineRun {
         Ok(Self { core, open: None })
     }
 
-    /// Ingests one reading received on time; runs the fit once it is due.
+    /// Ingests one reading received on time; runs the fit once it is due,
+    /// through the core's "checkpoint, then fit" step (an offline run keeps
+    /// no snapshot).
     fn ingest(&mut self, observation: Observation) -> Result<Step, DemoError> {
         let now = observation.received_at;
         let step = self.core.ingest(Ok(observation), now);
-        if step.fit_due {
-            self.core
-                .fit()
-                .map_err(|e| offline_error(&self.core.config().name, e))?;
-        }
+        self.core
+            .fit_when_due(&step, no_snapshot)
+            .map_err(|e| offline_error(&self.core.config().name, e))?;
         Ok(step)
     }
 }

@@ -9,7 +9,7 @@ mod frame;
 mod policy;
 mod watermarks;
 
-pub use aligner::{Admission, AlignError, Aligner};
+pub use aligner::{Admission, AlignError, Aligner, Row, RowFrame};
 pub use counters::{AlignRejection, AlignmentCounters};
 pub use frame::{Frame, Observation};
 pub use policy::AlignmentPolicy;

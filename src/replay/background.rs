@@ -16,10 +16,12 @@ use std::{
 
 use super::{
     ReplayError, ReplayOptions, ReplayRecord,
-    frames::Frames,
+    frames::{Frames, graph_config},
     rows::{RowHead, Rows},
 };
-use crate::{config::MonitorConfig, detector::Detector};
+use crate::{
+    config::MonitorConfig, detector::Detector, graph::CompiledGraph, runtime::MonitorCore,
+};
 
 /// Rows per batch: large enough that the hand-over costs nothing per row,
 /// small enough that a batch stays in the cache.
@@ -52,10 +54,29 @@ pub fn replay_in_background<R: Read + Send + 'static>(
     reader: R,
     options: &ReplayOptions,
 ) -> Result<BackgroundReplay, ReplayError> {
+    start(config, None, reader, options)
+}
+
+/// [`replay_in_background`] through a run of `graph`: its readings and
+/// alignment, its nodes scoring each frame.
+pub fn replay_graph_in_background<R: Read + Send + 'static>(
+    graph: &CompiledGraph,
+    reader: R,
+    options: &ReplayOptions,
+) -> Result<BackgroundReplay, ReplayError> {
+    start(&graph_config(graph), Some(graph.clone()), reader, options)
+}
+
+fn start<R: Read + Send + 'static>(
+    config: &MonitorConfig,
+    graph: Option<CompiledGraph>,
+    reader: R,
+    options: &ReplayOptions,
+) -> Result<BackgroundReplay, ReplayError> {
     let rows = Rows::open(config, reader, options)?;
     let readings = rows.readings();
     let width = readings.len();
-    let frames = Frames::new(config, readings)?;
+    let frames = Frames::new(config, graph, readings)?;
     let (full_tx, full) = sync_channel(BATCHES_AHEAD);
     let (empty, empty_rx) = sync_channel(BATCHES_AHEAD + 2);
     let reader = std::thread::Builder::new()
@@ -118,9 +139,14 @@ fn read_batches<R: Read>(
 }
 
 impl BackgroundReplay {
+    /// The runtime core as it stands after the records read so far.
+    pub fn core(&self) -> &MonitorCore {
+        &self.frames.core
+    }
+
     /// The detector as it stands after the records read so far.
-    pub fn detector(&self) -> &Detector {
-        &self.frames.detector
+    pub fn detector(&self) -> Option<&Detector> {
+        self.frames.core.detector()
     }
 
     /// The next row as read, with its values; `None` once the file is read.
@@ -156,6 +182,9 @@ impl Iterator for BackgroundReplay {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            if let Some(pending) = self.frames.pending.pop_front() {
+                return Some(pending);
+            }
             let head = match self.next_head()? {
                 Ok(head) => head,
                 Err(e) => return Some(Err(e)),

@@ -1,165 +1,185 @@
-//! The scoring stage of a replay: rows as read (time and values) through the
-//! aligner and the detector, one record per completed frame.
+//! The scoring stage of a replay: rows as read (time and values) through
+//! the worker's own runtime core, [`MonitorCore`], one record per frame.
+//!
+//! Each value is an observation the core ingests as the model thread
+//! ingests one from MQTT, and the fit runs through the same "checkpoint,
+//! then fit" step (with no snapshot to keep), so the records are the
+//! worker's arithmetic by construction. A complete row goes through
+//! [`MonitorCore::ingest_row`], which gives what ingesting its values one by
+//! one would, or declines and leaves them to `ingest`.
+
+use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 use super::{ReplayError, ReplayRecord, rows::RowHead};
 use crate::{
-    align::{Admission, Aligner, Frame, Observation},
+    align::{Observation, Row},
     config::MonitorConfig,
-    detector::{Detector, Outcome},
+    detector::Detector,
+    graph::{CompiledGraph, GraphBinding},
+    runtime::{CoreError, MonitorCore, Step, no_snapshot},
 };
 
-/// The aligner and detector of one monitor, and the fast path's state.
+/// One monitor's runtime core, fed rows.
 pub(super) struct Frames {
     /// The monitor's index of the reading in each value entry of a row.
     readings: Vec<usize>,
-    /// Per reading, its position in a frame (required readings only).
-    positions: Vec<Option<usize>>,
-    pub(super) aligner: Aligner,
-    pub(super) detector: Detector,
+    pub(super) core: MonitorCore,
     monitor: String,
-    /// The newest row time seen; a row must be newer for the fast path.
-    newest: Option<DateTime<Utc>>,
-    /// The last fast-path row (time, values), not yet shown to the aligner.
-    unsynced: Option<(DateTime<Utc>, Vec<Option<f64>>)>,
-    frame: Frame,
-    /// Off only in tests, to compare against the aligner on every row.
-    pub(super) fast_path: bool,
+    /// The row's values when every one is present, for `ingest_row`.
+    complete: Vec<f64>,
+    /// Records (or a row's bad cell) beyond the first of a row: a row whose
+    /// values complete two frames has two records.
+    pub(super) pending: VecDeque<Result<ReplayRecord, ReplayError>>,
+    /// Off only in tests, to compare against ingesting every value alone.
+    pub(super) row_at_once: bool,
+    /// A graph's alarm threshold: what its verdicts' scores compare with.
+    graph_threshold: Option<f64>,
 }
 
 impl Frames {
     /// The stage for `config`, fed rows whose value entries are of
-    /// `readings` (monitor indices).
-    pub(super) fn new(config: &MonitorConfig, readings: Vec<usize>) -> Result<Self, ReplayError> {
-        let aligner =
-            Aligner::new(config.alignment.clone(), &config.readings).map_err(|source| {
-                ReplayError::Align {
-                    monitor: config.name.clone(),
-                    source,
-                }
-            })?;
-        let names: Vec<String> = config.required_readings().map(|r| r.name.clone()).collect();
-        let width = names.len();
-        let detector =
-            Detector::for_readings(config.detector.clone(), &names).map_err(|source| {
-                ReplayError::Detector {
-                    monitor: config.name.clone(),
-                    source,
-                }
-            })?;
-        let mut required = 0;
-        let positions = config
-            .readings
-            .iter()
-            .map(|r| {
-                r.required.then(|| {
-                    required += 1;
-                    required - 1
-                })
-            })
-            .collect();
+    /// `readings` (monitor indices); with `graph`, a run of that graph
+    /// (`config` is then the graph's [`graph_config`]).
+    pub(super) fn new(
+        config: &MonitorConfig,
+        graph: Option<CompiledGraph>,
+        readings: Vec<usize>,
+    ) -> Result<Self, ReplayError> {
+        // No worker owns a replay; its coverage history starts at the epoch
+        // and is never reported.
+        let (id, start) = (Uuid::nil(), DateTime::UNIX_EPOCH);
+        let graph_threshold = graph.as_ref().and_then(CompiledGraph::alarm_threshold);
+        let core = match graph {
+            Some(graph) => MonitorCore::fresh_graph(id, config.clone(), graph, start),
+            None => MonitorCore::fresh(id, config.clone(), start),
+        }
+        .map_err(|e| core_error(&config.name, e))?;
         Ok(Self {
+            graph_threshold,
+            complete: Vec::with_capacity(readings.len()),
             readings,
-            positions,
-            aligner,
-            detector,
+            core,
             monitor: config.name.clone(),
-            newest: None,
-            unsynced: None,
-            frame: Frame {
-                ts: DateTime::UNIX_EPOCH,
-                values: vec![0.0; width],
-            },
-            fast_path: true,
+            pending: VecDeque::new(),
+            row_at_once: true,
         })
     }
 
-    /// Feeds one row; returns the record of the frame it completed, or the
-    /// row's bad cell after its values before that cell were offered.
+    /// Feeds one row; returns the record of the frame it completed, if any.
+    /// Further records of the row, and its bad cell's error (after the
+    /// values before that cell were ingested), wait in `pending`, which the
+    /// caller empties before feeding the next row.
     pub(super) fn feed(
         &mut self,
         head: RowHead,
         values: &[Option<f64>],
     ) -> Result<Option<ReplayRecord>, ReplayError> {
         let RowHead { row, ts, bad } = head;
-        let fast = self.fast_path
-            && bad.is_none()
-            && self.newest.is_none_or(|n| ts > n)
-            && values.iter().all(Option::is_some)
-            && (self.unsynced.is_some() || self.aligner.held_values() == 0);
-        self.newest = Some(self.newest.map_or(ts, |n| n.max(ts)));
-        let completed = if fast {
-            self.complete_fast_frame(ts, values);
-            true
-        } else {
-            let admitted = bad.as_ref().map_or(values.len(), |b| b.entry);
-            self.align_row(ts, &values[..admitted])
-        };
+        if bad.is_none()
+            && let Some(mut step) = self.ingest_row(ts, values)
+        {
+            let record = self.record(row, &step);
+            if let Some(frame) = step.frame.take() {
+                self.core.recycle(frame);
+            }
+            return record;
+        }
+        let admitted = bad.as_ref().map_or(values.len(), |b| b.entry);
+        for (i, value) in values[..admitted].iter().enumerate() {
+            let Some(value) = *value else { continue };
+            let observation = Observation {
+                reading: self.readings[i],
+                ts,
+                value,
+                received_at: ts,
+            };
+            let step = self.core.ingest(Ok(observation), ts);
+            if let Some(result) = self.record(row, &step).transpose() {
+                self.pending.push_back(result);
+            }
+        }
         if let Some(bad) = bad {
-            return Err(bad.error);
+            self.pending.push_back(Err(bad.error));
         }
-        if !completed {
+        self.pending.pop_front().transpose()
+    }
+
+    /// The row through [`MonitorCore::ingest_row`] when every value is
+    /// present; `None` when it is not or the core declines.
+    fn ingest_row(&mut self, ts: DateTime<Utc>, values: &[Option<f64>]) -> Option<Step> {
+        if !self.row_at_once {
+            return None;
+        }
+        self.complete.clear();
+        for value in values {
+            self.complete.push((*value)?);
+        }
+        let row = Row {
+            readings: &self.readings,
+            values: &self.complete,
+            ts,
+            received_at: ts,
+        };
+        self.core.ingest_row(row, ts)
+    }
+
+    /// Fits when `step` made the fit due, then gives the record of the
+    /// frame `step` scored, if it completed one.
+    fn record(&mut self, row: u64, step: &Step) -> Result<Option<ReplayRecord>, ReplayError> {
+        self.core
+            .fit_when_due(step, no_snapshot)
+            .map_err(|e| core_error(&self.monitor, e))?;
+        if let Some(failure) = &step.quarantined {
+            return Err(ReplayError::Graph {
+                monitor: self.monitor.clone(),
+                reason: format!(
+                    "node {:?} ({}) failed on the frame at {}: {}; the run is quarantined and scores no more frames",
+                    failure.failed_node, failure.node_type, failure.frame_ts, failure.reason
+                ),
+            });
+        }
+        // Rows hold finite numbers only, and frames have the monitor's
+        // width, so the detector rejects none: every frame is in `step`.
+        let Some(frame) = step.frame.as_ref() else {
             return Ok(None);
-        }
-        Ok(Some(self.score_frame(row)?))
+        };
+        let ts = frame.ts;
+        Ok(Some(if self.core.is_graph() {
+            self.graph_record_of(row, ts, step)
+        } else {
+            self.record_of(row, ts, step)
+        }))
     }
 
-    /// The fast path: the row's values are its own frame; the row is kept
-    /// to show the aligner later (see `sync`).
-    fn complete_fast_frame(&mut self, ts: DateTime<Utc>, values: &[Option<f64>]) {
-        self.frame.ts = ts;
-        for (&reading, value) in self.readings.iter().zip(values) {
-            if let (Some(position), Some(value)) = (self.positions[reading], value) {
-                self.frame.values[position] = *value;
-            }
-        }
-        match &mut self.unsynced {
-            Some((last_ts, last)) => {
-                *last_ts = ts;
-                last.clone_from_slice(values);
-            }
-            None => self.unsynced = Some((ts, values.to_vec())),
+    /// The record of a graph's frame: its alarm node's verdict (once its
+    /// detectors are fitted), the evidence's p-value and per-detector
+    /// contributions on flagged frames.
+    fn graph_record_of(&self, row: u64, ts: DateTime<Utc>, step: &Step) -> ReplayRecord {
+        let evidence = step.results.evidence.first();
+        let verdict = step.verdict.as_ref();
+        ReplayRecord {
+            row,
+            ts,
+            phase: self.core.phase(),
+            score: verdict.map(|v| v.score),
+            threshold: verdict.and(self.graph_threshold),
+            p_value: evidence.map(|e| e.p_value),
+            flagged: verdict.is_some_and(|v| v.flagged),
+            alarm_open: self.core.open_alarm_opened_at().is_some(),
+            alarm_event: verdict.and_then(|v| v.alarm_event.clone()),
+            contributions: evidence.map(|e| e.contributions.values().copied().collect()),
         }
     }
 
-    /// Offers `values` (the row's values before its bad cell, if any) to the
-    /// aligner; true when one of them completed a frame.
-    fn align_row(&mut self, ts: DateTime<Utc>, values: &[Option<f64>]) -> bool {
-        self.sync();
-        let mut completed = false;
-        for (i, value) in values.iter().enumerate() {
-            if let Some(frame) = self.admit(i, ts, *value) {
-                self.frame = frame;
-                completed = true;
-            }
-        }
-        completed
-    }
-
-    /// Scores the completed frame, fits when the detector asks to, and
-    /// returns the frame's record.
-    fn score_frame(&mut self, row: u64) -> Result<ReplayRecord, ReplayError> {
-        let outcome = self.detector.process(&self.frame);
-        if outcome.fit_due() {
-            // The worker checkpoints here, then fits; the numbers are the same.
-            self.detector
-                .fit()
-                .map_err(|source| ReplayError::Detector {
-                    monitor: self.monitor.clone(),
-                    source,
-                })?;
-        }
-        Ok(self.record_of(row, outcome))
-    }
-
-    /// The record of the current frame's `outcome`, with the detector's
-    /// state after it.
-    fn record_of(&self, row: u64, outcome: Outcome) -> ReplayRecord {
-        let phase = self.detector.phase();
-        let ts = self.frame.ts;
-        match outcome {
-            Outcome::Scored(s) => ReplayRecord {
+    /// The record of the frame at `ts` that `step` offered, with the
+    /// detector's state after it (and after the fit, if one ran).
+    fn record_of(&self, row: u64, ts: DateTime<Utc>, step: &Step) -> ReplayRecord {
+        let phase = self.core.phase();
+        match &step.scored {
+            Some(s) => ReplayRecord {
                 row,
                 ts,
                 phase,
@@ -168,46 +188,46 @@ impl Frames {
                 p_value: Some(s.p_value),
                 flagged: s.flagged,
                 alarm_open: s.alarm_open,
-                alarm_event: s.alarm_event,
-                contributions: s.evidence.map(|e| e.contributions),
+                alarm_event: s.alarm_event.clone(),
+                contributions: s.evidence.as_ref().map(|e| e.contributions.clone()),
             },
-            Outcome::Buffered { .. } | Outcome::Rejected(_) => ReplayRecord {
+            None => ReplayRecord {
                 row,
                 ts,
                 phase,
                 score: None,
-                threshold: self.detector.threshold(),
+                threshold: self.core.detector().and_then(Detector::threshold),
                 p_value: None,
                 flagged: false,
-                alarm_open: self.detector.alarm_open(),
+                alarm_open: self.core.detector().is_some_and(Detector::alarm_open),
                 alarm_event: None,
                 contributions: None,
             },
         }
     }
+}
 
-    /// Offers value entry `i` of a row at `ts` to the aligner.
-    fn admit(&mut self, i: usize, ts: DateTime<Utc>, value: Option<f64>) -> Option<Frame> {
-        let value = value?;
-        let observation = Observation {
-            reading: self.readings[i],
-            ts,
-            value,
-            received_at: ts,
-        };
-        match self.aligner.admit(observation, ts) {
-            Admission::FrameReady(frame) => Some(frame),
-            _ => None,
-        }
+/// A core error as the replay's: the monitor by its name (a replay's core
+/// has no service id worth naming).
+fn core_error(monitor: &str, error: CoreError) -> ReplayError {
+    let monitor = monitor.to_string();
+    match error {
+        CoreError::Align { source, .. } => ReplayError::Align { monitor, source },
+        CoreError::Detector { source, .. } => ReplayError::Detector { monitor, source },
+        CoreError::Graph { reason, .. } => ReplayError::Graph { monitor, reason },
     }
+}
 
-    /// Shows the aligner the last fast-path row, whose frame was already
-    /// scored: its watermarks then stand where they would have.
-    pub(super) fn sync(&mut self) {
-        if let Some((ts, values)) = self.unsynced.take() {
-            for (i, value) in values.into_iter().enumerate() {
-                self.admit(i, ts, value);
-            }
-        }
-    }
+/// The monitor a replay of `graph` runs: the graph's readings (all
+/// required) and alignment, bound to the graph's semantics as a run is.
+pub(super) fn graph_config(graph: &CompiledGraph) -> MonitorConfig {
+    let name = graph.definition().name.clone();
+    let binding = GraphBinding {
+        graph_id: Uuid::nil(),
+        graph: name.clone(),
+        revision: 0,
+        run_id: Uuid::nil(),
+        semantics_hash: graph.semantics_hash().to_string(),
+    };
+    graph.monitor_config(name, binding)
 }

@@ -1,5 +1,7 @@
-//! Offline replay: a CSV file through the same aligner and detector the
-//! worker runs, one record per frame. The operator's backtest tool.
+//! Offline replay: a CSV file through the worker's own runtime core
+//! ([`MonitorCore`]: alignment, detector, fit, counters), one record per
+//! frame. The operator's backtest tool: what it prints is what a worker
+//! would have scored, by construction.
 //!
 //! Each data row becomes one observation per reading column, stamped with
 //! the row's time on every clock (source, receipt and processing), so the
@@ -7,20 +9,19 @@
 //! timestamp are then rejected as stale exactly as a replayed MQTT message
 //! would be. Columns that are not readings (labels, comments) are ignored.
 //!
-//! Speed: a row that carries every reading column, finite, newer than every
-//! row before it, while the aligner holds nothing, can only form the frame of
-//! its own values: the aligner would accept each observation, complete the
-//! frame on the last required one and end empty, with every watermark at the
-//! row's time. Such rows skip the aligner; the last of them is shown to it
-//! before any other row, which leaves its watermarks exactly where admitting
-//! every row would have (they keep only the newest time per reading). The
-//! frames, and so every record, are the same (see the equivalence test).
+//! Speed: a row that carries every reading column, finite, goes to the core
+//! whole ([`MonitorCore::ingest_row`]): when it is newer than every
+//! watermark and nothing is held, the core forms the row's own frame
+//! without a partial frame or a watermark lookup by name, with the frame,
+//! verdict, counters and watermarks that ingesting its values one by one
+//! gives (the core's equivalence test); otherwise the values are ingested
+//! one by one.
 //!
 //! Layout: `rows` reads the CSV (header, timestamps, numbers; `cells` the
-//! cells of one row), `frames` turns rows into frames and records through
-//! the aligner and detector, `record` writes a record as JSON; [`Replay`]
-//! runs both stages on the caller's thread, [`BackgroundReplay`] reads on a
-//! thread of its own (`radar detect`).
+//! cells of one row), `frames` feeds rows to the core and makes the
+//! records, `record` writes a record as JSON; [`Replay`] runs both stages
+//! on the caller's thread, [`BackgroundReplay`] reads on a thread of its
+//! own (`radar detect`).
 
 mod background;
 mod cells;
@@ -36,11 +37,13 @@ use crate::{
     align::AlignError,
     config::MonitorConfig,
     detector::{Detector, DetectorError},
+    graph::CompiledGraph,
+    runtime::MonitorCore,
 };
 
-pub use background::{BackgroundReplay, replay_in_background};
+pub use background::{BackgroundReplay, replay_graph_in_background, replay_in_background};
 pub use cells::parse_timestamp;
-use frames::Frames;
+use frames::{Frames, graph_config};
 pub use record::ReplayRecord;
 use rows::Rows;
 
@@ -94,6 +97,8 @@ pub enum ReplayError {
         #[source]
         source: DetectorError,
     },
+    #[error("monitor {monitor:?} cannot run its graph: {reason}")]
+    Graph { monitor: String, reason: String },
     #[error("cannot start the thread that reads the CSV file: {0}")]
     ReaderThread(#[source] std::io::Error),
 }
@@ -113,19 +118,43 @@ pub fn replay<R: Read>(
     reader: R,
     options: &ReplayOptions,
 ) -> Result<Replay<R>, ReplayError> {
+    start(config, None, reader, options)
+}
+
+/// Starts replaying `reader` (CSV with a header row) through a run of
+/// `graph`: its readings and alignment, its nodes scoring each frame.
+pub fn replay_graph<R: Read>(
+    graph: &CompiledGraph,
+    reader: R,
+    options: &ReplayOptions,
+) -> Result<Replay<R>, ReplayError> {
+    start(&graph_config(graph), Some(graph.clone()), reader, options)
+}
+
+fn start<R: Read>(
+    config: &MonitorConfig,
+    graph: Option<CompiledGraph>,
+    reader: R,
+    options: &ReplayOptions,
+) -> Result<Replay<R>, ReplayError> {
     let rows = Rows::open(config, reader, options)?;
     let readings = rows.readings();
     Ok(Replay {
         values: vec![None; readings.len()],
-        frames: Frames::new(config, readings)?,
+        frames: Frames::new(config, graph, readings)?,
         rows,
     })
 }
 
 impl<R: Read> Replay<R> {
+    /// The runtime core as it stands after the records read so far.
+    pub fn core(&self) -> &MonitorCore {
+        &self.frames.core
+    }
+
     /// The detector as it stands after the records read so far.
-    pub fn detector(&self) -> &Detector {
-        &self.frames.detector
+    pub fn detector(&self) -> Option<&Detector> {
+        self.frames.core.detector()
     }
 }
 
@@ -134,6 +163,9 @@ impl<R: Read> Iterator for Replay<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            if let Some(pending) = self.frames.pending.pop_front() {
+                return Some(pending);
+            }
             let head = match self.rows.next_row(&mut self.values) {
                 Ok(None) => return None,
                 Ok(Some(head)) => head,

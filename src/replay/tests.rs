@@ -148,22 +148,20 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
     #[test]
-    fn skipping_the_aligner_for_punctual_complete_rows_changes_no_record(
+    fn whole_rows_give_the_records_and_state_of_ingesting_every_value_alone(
         seed in proptest::prelude::any::<u64>(),
     ) {
         let config = MonitorConfig::from_toml(MONITOR).unwrap();
         let text = messy_csv(seed, 300);
-        let run = |fast: bool| {
+        let run = |at_once: bool| {
             let mut replay = replay(&config, text.as_bytes(), &options()).unwrap();
-            replay.frames.fast_path = fast;
+            replay.frames.row_at_once = at_once;
             let records: Vec<ReplayRecord> =
                 replay.by_ref().collect::<Result<_, _>>().unwrap();
-            replay.frames.sync();
-            let frames = &replay.frames;
-            (records, frames.detector.clone(), frames.aligner.watermarks().clone())
+            (records, replay.core().managed_state().unwrap())
         };
-        let (fast, slow) = (run(true), run(false));
-        proptest::prop_assert_eq!(fast, slow);
+        let (at_once, alone) = (run(true), run(false));
+        proptest::prop_assert_eq!(at_once, alone);
     }
 
     #[test]

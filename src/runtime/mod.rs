@@ -108,7 +108,7 @@ mod silence;
 mod start;
 
 pub use checkpoint_policy::{Attempt, CheckpointLimits, CheckpointPolicy, Trigger};
-pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict};
+pub use core::{CoreError, ExportError, MonitorCore, Step, Verdict, no_snapshot};
 pub use exit::{ExitReason, Restart};
 pub use lifecycle::{Facts, Lifecycle, Retired};
 pub use ownership::Ownership;

@@ -1,5 +1,6 @@
-//! `radar detect`: replay a CSV file through a monitor's aligner and
-//! detector and print what it would have said about every frame.
+//! `radar detect`: replay a CSV file through the worker's runtime core for
+//! a monitor file or a graph file, and print what it would have said about
+//! every frame.
 
 use std::{
     fs::File,
@@ -10,14 +11,22 @@ use std::{
 use anyhow::Context;
 use radar::{
     config::MonitorConfig,
-    replay::{ReplayOptions, ReplayRecord, replay_in_background},
+    graph::CompiledGraph,
+    replay::{ReplayOptions, ReplayRecord, replay_graph_in_background, replay_in_background},
 };
 
 #[derive(Debug, clap::Args)]
 pub struct DetectArgs {
     /// The monitor file (TOML) whose readings, alignment and detector to use.
-    #[arg(long, value_name = "MONITOR.toml")]
-    pub config: PathBuf,
+    #[arg(long, value_name = "MONITOR.toml", required_unless_present = "graph")]
+    pub config: Option<PathBuf>,
+    /// Instead of a monitor file: a graph file (JSON, see config/graphs/)
+    /// whose readings, alignment and nodes to use, as a run of it would.
+    /// Its records carry the alarm node's score and threshold once the
+    /// graph's detectors are fitted; p-value and per-detector
+    /// contributions on flagged frames.
+    #[arg(long, value_name = "GRAPH.json", conflicts_with = "config")]
+    pub graph: Option<PathBuf>,
     /// The CSV file to replay; its columns are matched to readings by name.
     #[arg(long, value_name = "FILE")]
     pub csv: PathBuf,
@@ -32,11 +41,14 @@ pub struct DetectArgs {
     pub json: bool,
 }
 
+/// What scores the frames: a monitor file's detector or a graph's nodes.
+enum Model {
+    Monitor(MonitorConfig),
+    Graph(CompiledGraph),
+}
+
 pub fn run(args: DetectArgs) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("reading monitor file {}", args.config.display()))?;
-    let config = MonitorConfig::from_toml(&text)
-        .with_context(|| format!("monitor file {} is invalid", args.config.display()))?;
+    let model = load(&args)?;
     let delimiter = u8::try_from(args.delimiter)
         .ok()
         .filter(u8::is_ascii)
@@ -55,8 +67,11 @@ pub fn run(args: DetectArgs) -> anyhow::Result<()> {
     // Streams: one row in, one record out, nothing kept but the detector
     // and a few batches of rows read ahead on a second thread. The CSV
     // reader buffers the file itself (another buffer is a copy more).
-    let records = replay_in_background(&config, file, &options)
-        .with_context(|| format!("replaying {}", args.csv.display()))?;
+    let records = match &model {
+        Model::Monitor(config) => replay_in_background(config, file, &options),
+        Model::Graph(graph) => replay_graph_in_background(graph, file, &options),
+    }
+    .with_context(|| format!("replaying {}", args.csv.display()))?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     if !args.json {
@@ -76,6 +91,26 @@ pub fn run(args: DetectArgs) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// The monitor file, or the graph file.
+fn load(args: &DetectArgs) -> anyhow::Result<Model> {
+    if let Some(path) = &args.graph {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading graph file {}", path.display()))?;
+        let graph = CompiledGraph::from_json_str(&text)
+            .with_context(|| format!("graph file {} is invalid", path.display()))?;
+        return Ok(Model::Graph(graph));
+    }
+    let path = args
+        .config
+        .as_ref()
+        .context("pass a monitor file (--config) or a graph file (--graph)")?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading monitor file {}", path.display()))?;
+    let config = MonitorConfig::from_toml(&text)
+        .with_context(|| format!("monitor file {} is invalid", path.display()))?;
+    Ok(Model::Monitor(config))
 }
 
 fn write_row(out: &mut impl Write, r: &ReplayRecord) -> std::io::Result<()> {

@@ -34,12 +34,14 @@
 //! emitting them).
 
 mod partial;
+mod row;
 #[cfg(test)]
 mod tests;
 
 use chrono::{DateTime, Utc};
 
 use self::partial::Partial;
+pub use self::row::{Row, RowFrame};
 use super::{AlignRejection, AlignmentCounters, AlignmentPolicy, Frame, Observation, Watermarks};
 use crate::config::ReadingConfig;
 
@@ -108,6 +110,13 @@ pub struct Aligner {
     spare: Vec<Vec<Option<Held>>>,
     watermarks: Watermarks,
     counters: AlignmentCounters,
+    /// Slot indices in the order of their names: the order of
+    /// `watermarks` once every reading has one (see `row`).
+    by_name: Vec<usize>,
+    /// The highest watermark of any reading.
+    newest: Option<DateTime<Utc>>,
+    /// A used frame's values, handed back for the next row's frame.
+    spare_frame: Vec<f64>,
 }
 
 impl Aligner {
@@ -157,12 +166,17 @@ impl Aligner {
         {
             return Err(AlignError::UnknownWatermark(unknown.to_owned()));
         }
+        let mut by_name: Vec<usize> = (0..slots.len()).collect();
+        by_name.sort_by(|&x, &y| slots[x].name.cmp(&slots[y].name));
         Ok(Self {
+            by_name,
+            newest: watermarks.0.values().max().copied(),
             policy,
             slots,
             width: required,
             open: Vec::new(),
             spare: Vec::new(),
+            spare_frame: Vec::new(),
             watermarks,
             counters,
         })
@@ -244,6 +258,7 @@ impl Aligner {
     /// `reading` must be a valid index (checked by `admit`).
     fn accept(&mut self, reading: usize, ts: DateTime<Utc>) {
         self.watermarks.advance(&self.slots[reading].name, ts);
+        self.newest = self.newest.max(Some(ts));
         self.counters.accepted = self.counters.accepted.saturating_add(1);
     }
 }

@@ -91,6 +91,15 @@ impl CompiledGraph {
             .collect()
     }
 
+    /// The threshold of the graph's alarm node: a frame is flagged when the
+    /// score it receives reaches it. `None` for a graph without one.
+    pub fn alarm_threshold(&self) -> Option<f64> {
+        self.specs.iter().find_map(|s| match s {
+            NodeSpec::Alarm(alarm) => Some(alarm.threshold),
+            _ => None,
+        })
+    }
+
     /// The monitor a run of this graph is: its readings and alignment, the
     /// first detector node's settings, and the binding whose semantics hash
     /// enters the config fingerprint, so a snapshot of one revision restores

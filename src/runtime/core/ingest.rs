@@ -193,7 +193,7 @@ impl MonitorCore {
         reason
     }
 
-    fn offer(&mut self, frame: Frame, step: &mut Step) {
+    pub(super) fn offer(&mut self, frame: Frame, step: &mut Step) {
         let before = self.phase();
         let report = match &mut self.engine {
             Engine::Detector(detector) => match detector.process(&frame) {

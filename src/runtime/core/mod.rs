@@ -8,12 +8,14 @@
 mod build;
 mod graph;
 mod ingest;
+mod row;
 #[cfg(test)]
 pub(super) mod tests;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+pub use self::row::no_snapshot;
 use super::graph_run::GraphRun;
 use crate::{
     align::{AlignError, Aligner, Frame},
