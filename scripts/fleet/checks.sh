@@ -107,7 +107,13 @@ check_update() {
   images=$("$DOCKER" service ps "$WORKER_SERVICE" --filter desired-state=running --format '{{.Image}}' | sort -u)
   [[ "$images" == radar:fleet-b ]] || { why "running images: $images"; return 1; }
   # Each monitor's successor committed; after that commit, no checkpoint,
-  # evidence, alarm or status write came from the task it superseded.
+  # evidence or alarm write came from the task it superseded, and no status
+  # write whose transaction began after it. A status write checks the
+  # token with a plain read, without the snapshot row lock (spec: status is
+  # a health projection on the statement's database snapshot, not a
+  # serializable ownership record), so one that began before the commit
+  # may end just after it; one that began after it read the successor's
+  # signature and must have been refused.
   local succeeded late
   succeeded=$(sql "SELECT count(DISTINCT service_id) FROM fleet_write_audit
                    WHERE tbl = 'checkpoint' AND writer IN (SELECT worker FROM fleet_generation WHERE name = 'after-update')")
@@ -117,13 +123,14 @@ check_update() {
                 WHERE tbl = 'checkpoint' AND writer IN (SELECT worker FROM fleet_generation WHERE name = 'after-update')
                 GROUP BY service_id),
               writes AS (
-                SELECT a.tbl, a.service_id, a.at,
+                SELECT a.tbl, a.service_id, a.at, a.began,
                        coalesce(a.writer, (SELECT c.writer FROM fleet_write_audit c
                                            WHERE c.tbl = 'checkpoint' AND c.signature = a.signature LIMIT 1)) AS writer
                 FROM fleet_write_audit a)
               SELECT w.tbl || ' of ' || w.service_id || ' by ' || w.writer || ' at +' || (w.at - s.first_commit)
+                     || ', its transaction begun at ' || (w.began - s.first_commit)
               FROM writes w JOIN successor s USING (service_id)
-              WHERE w.at > s.first_commit
+              WHERE CASE WHEN w.tbl = 'status' THEN w.began > s.first_commit ELSE w.at > s.first_commit END
                 AND w.writer IN (SELECT worker FROM fleet_generation WHERE name = 'before-update')")
   # The check has something to see: the old and new task of a slot overlap,
   # and the old one kept writing until its successor's first commit.

@@ -161,12 +161,15 @@ start_publisher() { # start_publisher TOPIC_PREFIX: prints the group id
 
 # Logs every write to the snapshot, result and status tables with the time
 # of its transaction's end (deferred triggers run just before the commit),
-# so the writes of overlapping tasks can be ordered after the fact.
+# so the writes of overlapping tasks can be ordered after the fact, and the
+# time its transaction began (`began`: a status write's token check reads a
+# snapshot taken no earlier).
 install_write_audit() {
   sql "CREATE TABLE fleet_write_audit (
          seq bigserial PRIMARY KEY, tbl text NOT NULL, service_id uuid NOT NULL,
          writer text, signature bytea, processed bigint,
-         at timestamptz NOT NULL DEFAULT clock_timestamp());
+         at timestamptz NOT NULL DEFAULT clock_timestamp(),
+         began timestamptz NOT NULL DEFAULT now());
        CREATE FUNCTION fleet_audit() RETURNS trigger AS \$\$
        BEGIN
          IF TG_TABLE_NAME = 'radar_runtime_checkpoints' THEN
