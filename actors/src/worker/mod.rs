@@ -26,7 +26,7 @@ use radar::{
     },
     telemetry::Telemetry,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use uuid::Uuid;
 
 use crate::monitor::HealthBeats;
@@ -36,6 +36,11 @@ pub use supervisor::{Scope, Shutdown, Supervisor, WorkerOutcome};
 
 /// Connections per process; monitors write one at a time each.
 pub const POOL_SIZE: usize = 16;
+/// Monitors starting at once (load, restore, first checkpoint, subscribe).
+/// Enough to keep the pool busy while others seal their first snapshot;
+/// thousands at once would only queue on the pool and share the cores, so
+/// every one of them would finish late (10,000 took 40 s).
+pub const START_CONCURRENCY: usize = 4 * POOL_SIZE;
 /// How long a graceful stop may take beyond the checkpoint timeout.
 const STOP_GRACE: Duration = Duration::from_secs(15);
 
@@ -57,6 +62,9 @@ pub struct WorkerContext {
     pub telemetry: Telemetry,
     /// Set by `radar demo`: it reads the monitors' views and notices.
     pub observer: Option<Observer>,
+    /// Start permits ([`START_CONCURRENCY`]); closed at shutdown, after
+    /// which starts no longer wait for one.
+    pub starts: Semaphore,
 }
 
 /// Where the supervisor finds the monitors to run.
@@ -163,6 +171,7 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
         backoff: setup.backoff,
         telemetry: setup.telemetry,
         observer: setup.observer,
+        starts: Semaphore::new(START_CONCURRENCY),
     });
     let (done_tx, done_rx) = oneshot::channel();
     let supervisor = Supervisor::new(context, scope, done_tx).start();

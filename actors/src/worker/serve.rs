@@ -29,6 +29,7 @@ pub(super) async fn serve(args: WorkerArgs, settings: Settings) -> anyhow::Resul
     log_start(&settings, &worker_id, &source, &key, mqtt_login.as_ref());
     // Before any monitor opens its connection.
     limits::raise_and_log();
+    limits::widen_futex_hash_and_log();
     let (meter_provider, registry) = crate::http::init_meter_provider(&worker_id)?;
     let telemetry = Telemetry::global();
     // Not ready until the monitors of this worker are known: a worker that

@@ -103,7 +103,8 @@ impl From<FirstCommitError> for StartError {
     }
 }
 
-/// Loads, restores and starts a monitor's actors.
+/// Loads, restores and starts a monitor's actors; each attempt holds one
+/// of the worker's start permits (released before a retry's pause).
 pub async fn start(
     worker: Arc<WorkerContext>,
     row: MonitorRow,
@@ -113,6 +114,8 @@ pub async fn start(
 ) -> Result<Started, ExitReason> {
     let mut attempt = 1;
     loop {
+        // A closed semaphore (shutdown) lets the start go ahead as before.
+        let permit = worker.starts.acquire().await.ok();
         let once = start_once(
             worker.clone(),
             row.clone(),
@@ -120,7 +123,9 @@ pub async fn start(
             metrics.clone(),
             span.clone(),
         );
-        match once.instrument(span.clone()).await {
+        let result = once.instrument(span.clone()).await;
+        drop(permit);
+        match result {
             Ok(started) => return Ok(started),
             Err(StartError::Superseded(reason)) => match retry_overtaken_start(attempt) {
                 Some(pause) => {

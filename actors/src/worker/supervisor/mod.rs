@@ -171,6 +171,8 @@ impl Handler<Shutdown> for Supervisor {
 
     fn handle(&mut self, _: Shutdown, _: &mut Self::Context) {
         self.shutting_down = true;
+        // Monitors still waiting to start start at once and then stop.
+        self.worker.starts.close();
         for running in self.running.values() {
             running.addr.do_send(Stop);
         }
