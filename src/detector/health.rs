@@ -73,7 +73,8 @@ impl WindowKeys {
     /// the next refresh, given that calibration, finds the keys made
     /// against another and rebuilds them, so no figure changes.
     fn push_placed(&mut self, score: f64, calibration: &[f64], below: usize) {
-        if self.against.len() != calibration.len() || below > calibration.len() {
+        let placeable = !self.against.is_empty() && self.against.len() == calibration.len();
+        if !placeable || below > calibration.len() {
             return self.push(score);
         }
         let key = 2 * below + usize::from(below < calibration.len() && calibration[below] == score);
