@@ -39,9 +39,19 @@ impl Calibration {
 
     /// Conformal p-value of `score`.
     pub fn p_value(&self, score: f64) -> f64 {
+        self.p_value_of_rank(self.rank(score))
+    }
+
+    /// How many calibration scores are below `score`: its place among them.
+    pub fn rank(&self, score: f64) -> usize {
+        self.scores.partition_point(|s| *s < score)
+    }
+
+    /// The p-value of a score that `below` calibration scores are below
+    /// (its [`Calibration::rank`]), for a caller that places it once.
+    pub fn p_value_of_rank(&self, below: usize) -> f64 {
         let n = self.scores.len();
-        let below = self.scores.partition_point(|s| *s < score);
-        (1 + n - below) as f64 / (n + 1) as f64
+        (1 + n - below.min(n)) as f64 / (n + 1) as f64
     }
 }
 

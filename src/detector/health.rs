@@ -67,6 +67,21 @@ impl WindowKeys {
         }
     }
 
+    /// [`WindowKeys::push`] of a score that `below` values of `calibration`
+    /// are below, placed once by the caller: the same key when
+    /// `calibration` is the one the keys are made against. When it is not,
+    /// the next refresh, given that calibration, finds the keys made
+    /// against another and rebuilds them, so no figure changes.
+    fn push_placed(&mut self, score: f64, calibration: &[f64], below: usize) {
+        let placeable = !self.against.is_empty() && self.against.len() == calibration.len();
+        if !placeable || below > calibration.len() {
+            return self.push(score);
+        }
+        let key = 2 * below + usize::from(below < calibration.len() && calibration[below] == score);
+        self.count[key] += 1;
+        self.keys.push_back(key);
+    }
+
     fn pop(&mut self) {
         if let Some(key) = self.keys.pop_front() {
             self.count[key] -= 1;
@@ -111,6 +126,18 @@ impl HealthWindow {
         }
         self.recent.push_back((flagged, score));
         self.keys.push(score);
+    }
+
+    /// [`HealthWindow::push`] of a score that `below` values of the sorted
+    /// `calibration` are below (the detector places each score once, for
+    /// its p-value); `calibration` must be the one given to `assess`.
+    pub fn push_placed(&mut self, flagged: bool, score: f64, calibration: &[f64], below: usize) {
+        if self.recent.len() == self.capacity {
+            self.recent.pop_front();
+            self.keys.pop();
+        }
+        self.recent.push_back((flagged, score));
+        self.keys.push_placed(score, calibration, below);
     }
 
     /// Computes the health figures against the sorted calibration scores.
@@ -291,7 +318,17 @@ mod tests {
                 .collect();
             let mut window = HealthWindow::new(capacity);
             for (i, s) in scores.iter().enumerate() {
-                window.push(s % 3 == 0, f64::from(*s) * 0.5);
+                // Every other score placed by the caller among the
+                // calibration the next refresh is given, as the detector does.
+                let score = f64::from(*s) * 0.5;
+                if s % 2 == 0 {
+                    let next = i.div_ceil(refresh) * refresh;
+                    let upcoming = &calibrations[(next / refresh / 3) % 2];
+                    let below = upcoming.partition_point(|c| *c < score);
+                    window.push_placed(s % 3 == 0, score, upcoming, below);
+                } else {
+                    window.push(s % 3 == 0, score);
+                }
                 if !window.keys.against.is_empty() {
                     // Kept up to date, not rebuilt at the next refresh.
                     proptest::prop_assert_eq!(window.keys.keys.len(), window.recent.len());

@@ -35,6 +35,8 @@ pub(super) struct Frames {
     pub(super) pending: VecDeque<Result<ReplayRecord, ReplayError>>,
     /// Off only in tests, to compare against ingesting every value alone.
     pub(super) row_at_once: bool,
+    /// The step of the last row taken whole, filled in place by the next.
+    step: Step,
     /// A graph's alarm threshold: what its verdicts' scores compare with.
     graph_threshold: Option<f64>,
 }
@@ -65,6 +67,7 @@ impl Frames {
             monitor: config.name.clone(),
             pending: VecDeque::new(),
             row_at_once: true,
+            step: Step::default(),
         })
     }
 
@@ -78,14 +81,13 @@ impl Frames {
         values: &[Option<f64>],
     ) -> Result<Option<ReplayRecord>, ReplayError> {
         let RowHead { row, ts, bad } = head;
-        if bad.is_none()
-            && let Some(mut step) = self.ingest_row(ts, values)
-        {
-            let record = self.record(row, &step);
-            if let Some(frame) = step.frame.take() {
-                self.core.recycle(frame);
-            }
-            return record;
+        if bad.is_none() && self.ingest_row(ts, values) {
+            let mut scoring = Scoring {
+                core: &mut self.core,
+                monitor: &self.monitor,
+                graph_threshold: self.graph_threshold,
+            };
+            return scoring.record(row, &self.step);
         }
         let admitted = bad.as_ref().map_or(values.len(), |b| b.entry);
         for (i, value) in values[..admitted].iter().enumerate() {
@@ -97,7 +99,7 @@ impl Frames {
                 received_at: ts,
             };
             let step = self.core.ingest(Ok(observation), ts);
-            if let Some(result) = self.record(row, &step).transpose() {
+            if let Some(result) = self.scoring().record(row, &step).transpose() {
                 self.pending.push_back(result);
             }
         }
@@ -107,15 +109,18 @@ impl Frames {
         self.pending.pop_front().transpose()
     }
 
-    /// The row through [`MonitorCore::ingest_row`] when every value is
-    /// present; `None` when it is not or the core declines.
-    fn ingest_row(&mut self, ts: DateTime<Utc>, values: &[Option<f64>]) -> Option<Step> {
+    /// The row through [`MonitorCore::ingest_row`] into `self.step` when
+    /// every value is present; `false` when it is not or the core declines.
+    fn ingest_row(&mut self, ts: DateTime<Utc>, values: &[Option<f64>]) -> bool {
         if !self.row_at_once {
-            return None;
+            return false;
         }
         self.complete.clear();
         for value in values {
-            self.complete.push((*value)?);
+            let Some(value) = *value else {
+                return false;
+            };
+            self.complete.push(value);
         }
         let row = Row {
             readings: &self.readings,
@@ -123,18 +128,37 @@ impl Frames {
             ts,
             received_at: ts,
         };
-        self.core.ingest_row(row, ts)
+        self.core.ingest_row(row, ts, &mut self.step)
     }
 
+    /// What making a record takes, borrowed apart from the step.
+    fn scoring(&mut self) -> Scoring<'_> {
+        Scoring {
+            core: &mut self.core,
+            monitor: &self.monitor,
+            graph_threshold: self.graph_threshold,
+        }
+    }
+}
+
+/// The core and what a record names, borrowed apart from [`Frames`]'
+/// step, which a row taken whole fills in place.
+struct Scoring<'a> {
+    core: &'a mut MonitorCore,
+    monitor: &'a str,
+    graph_threshold: Option<f64>,
+}
+
+impl Scoring<'_> {
     /// Fits when `step` made the fit due, then gives the record of the
     /// frame `step` scored, if it completed one.
     fn record(&mut self, row: u64, step: &Step) -> Result<Option<ReplayRecord>, ReplayError> {
         self.core
             .fit_when_due(step, no_snapshot)
-            .map_err(|e| core_error(&self.monitor, e))?;
+            .map_err(|e| core_error(self.monitor, e))?;
         if let Some(failure) = &step.quarantined {
             return Err(ReplayError::Graph {
-                monitor: self.monitor.clone(),
+                monitor: self.monitor.to_string(),
                 reason: format!(
                     "node {:?} ({}) failed on the frame at {}: {}; the run is quarantined and scores no more frames",
                     failure.failed_node, failure.node_type, failure.frame_ts, failure.reason

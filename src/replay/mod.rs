@@ -44,7 +44,7 @@ use crate::{
 pub use background::{BackgroundReplay, replay_graph_in_background, replay_in_background};
 pub use cells::parse_timestamp;
 use frames::{Frames, graph_config};
-pub use record::ReplayRecord;
+pub use record::{JsonNumbers, ReplayRecord};
 use rows::Rows;
 
 /// How to read the CSV file.

@@ -34,6 +34,17 @@ impl ReplayRecord {
     /// `serde_json::to_writer` writes, without its per-field dispatch and
     /// chrono's formatter: `radar detect --json` writes one per frame.
     pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
+        self.write_json_with(out, &mut JsonNumbers::default())
+    }
+
+    /// [`ReplayRecord::write_json`], with the text of numbers that repeat
+    /// from record to record kept in `numbers`: write a replay's records
+    /// with one.
+    pub fn write_json_with(
+        &self,
+        out: &mut impl Write,
+        numbers: &mut JsonNumbers,
+    ) -> io::Result<()> {
         out.write_all(b"{\"row\":")?;
         out.write_all(itoa_u64(self.row, &mut [0; 20]))?;
         out.write_all(b",\"ts\":")?;
@@ -43,7 +54,7 @@ impl ReplayRecord {
         out.write_all(b"\",\"score\":")?;
         write_number(out, self.score)?;
         out.write_all(b",\"threshold\":")?;
-        write_number(out, self.threshold)?;
+        numbers.write_threshold(out, self.threshold)?;
         out.write_all(b",\"p_value\":")?;
         write_number(out, self.p_value)?;
         out.write_all(if self.flagged {
@@ -65,6 +76,32 @@ impl ReplayRecord {
             serde_json::to_writer(&mut *out, contributions)?;
         }
         out.write_all(b"}")
+    }
+}
+
+/// The JSON text of the last threshold written: from the fit on, a
+/// replay's threshold is one number, so it is formatted once, not per row.
+#[derive(Debug, Default)]
+pub struct JsonNumbers {
+    /// The threshold's bits and its text, as `write_number` writes it.
+    threshold: Option<(u64, Vec<u8>)>,
+}
+
+impl JsonNumbers {
+    fn write_threshold(&mut self, out: &mut impl Write, value: Option<f64>) -> io::Result<()> {
+        let Some(v) = value else {
+            return write_number(out, None);
+        };
+        match &self.threshold {
+            Some((bits, text)) if *bits == v.to_bits() => out.write_all(text),
+            _ => {
+                let mut text = Vec::with_capacity(24);
+                write_number(&mut text, Some(v))?;
+                out.write_all(&text)?;
+                self.threshold = Some((v.to_bits(), text));
+                Ok(())
+            }
+        }
     }
 }
 

@@ -198,6 +198,41 @@ proptest::proptest! {
 }
 
 #[test]
+fn records_written_with_shared_numbers_are_written_as_serde_writes_each() {
+    let mut numbers = super::JsonNumbers::default();
+    let thresholds = [
+        Some(1.5),
+        Some(1.5),
+        None,
+        Some(2.25),
+        Some(f64::NAN),
+        Some(2.25),
+        Some(1.5),
+    ];
+    for (row, threshold) in thresholds.into_iter().enumerate() {
+        let record = ReplayRecord {
+            row: row as u64,
+            ts: DateTime::from_timestamp(1_583_748_873, 0).unwrap(),
+            phase: Phase::Monitoring,
+            score: Some(0.75),
+            threshold,
+            p_value: Some(0.5),
+            flagged: false,
+            alarm_open: false,
+            alarm_event: None,
+            contributions: None,
+        };
+        let mut ours = Vec::new();
+        record.write_json_with(&mut ours, &mut numbers).unwrap();
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            serde_json::to_string(&record).unwrap(),
+            "row {row}"
+        );
+    }
+}
+
+#[test]
 fn timestamps_are_read_in_three_forms() {
     let want = DateTime::from_timestamp(1_583_748_873, 0);
     assert_eq!(parse_timestamp("2020-03-09 10:14:33"), want);

@@ -12,7 +12,9 @@ use anyhow::Context;
 use radar::{
     config::MonitorConfig,
     graph::CompiledGraph,
-    replay::{ReplayOptions, ReplayRecord, replay_graph_in_background, replay_in_background},
+    replay::{
+        JsonNumbers, ReplayOptions, ReplayRecord, replay_graph_in_background, replay_in_background,
+    },
 };
 
 #[derive(Debug, clap::Args)]
@@ -80,10 +82,11 @@ pub fn run(args: DetectArgs) -> anyhow::Result<()> {
             "row\tts\tphase\tscore\tthreshold\tp_value\tflagged\talarm_open"
         )?;
     }
+    let mut numbers = JsonNumbers::default();
     for record in records {
         let record = record.with_context(|| format!("replaying {}", args.csv.display()))?;
         if args.json {
-            record.write_json(&mut out)?;
+            record.write_json_with(&mut out, &mut numbers)?;
             writeln!(out)?;
         } else {
             write_row(&mut out, &record)?;

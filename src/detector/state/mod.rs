@@ -280,21 +280,23 @@ impl Detector {
         let score = ewma(fitted.smoothed, raw_score, self.settings.score_smoothing);
         fitted.smoothed = Some(score);
         let threshold = fitted.calibration.threshold;
+        // Placed among the calibration scores once, for the p-value and
+        // for the health window's key.
+        let below = fitted.calibration.rank(score);
+        let level_p = fitted.calibration.p_value_of_rank(below);
         let (p_value, flagged) = match change {
-            None => (
-                fitted.calibration.p_value(score),
-                fitted.calibration.flags(score),
-            ),
+            None => (level_p, fitted.calibration.flags(score)),
             // Bonferroni over the two channels: the frame is flagged when
             // either crosses its threshold.
             Some((change_flagged, change_p, _)) => (
-                (2.0 * fitted.calibration.p_value(score).min(change_p)).min(1.0),
+                (2.0 * level_p.min(change_p)).min(1.0),
                 fitted.calibration.flags(score) || change_flagged,
             ),
         };
         let alarm_event = self.alarm.observe(frame.ts, flagged, score);
         self.monitored_frames += 1;
-        self.health_window.push(flagged, score);
+        self.health_window
+            .push_placed(flagged, score, &fitted.calibration.scores, below);
         let health = if self
             .monitored_frames
             .is_multiple_of(self.settings.health_refresh_frames as u64)

@@ -106,6 +106,20 @@ pub struct Step {
     pub results: PendingResults,
 }
 
+impl Step {
+    /// Empties the step for the next row, keeping the storage of its
+    /// results (the frame is the caller's to hand back first).
+    fn clear(&mut self) {
+        let mut results = std::mem::take(&mut self.results);
+        results.alarms.clear();
+        results.evidence.clear();
+        *self = Step {
+            results,
+            ..Step::default()
+        };
+    }
+}
+
 /// One monitor's complete model-side state.
 #[derive(Debug)]
 pub struct MonitorCore {

@@ -12,22 +12,31 @@ impl MonitorCore {
     /// clocks) as [`MonitorCore::ingest`] on each of its observations would,
     /// when they are sure to complete the row's own frame: the same frame,
     /// verdict, counters, coverage and watermarks, without a partial frame.
-    /// `None`, with nothing changed, when they are not (something is held,
-    /// the row is not newer than every watermark, late, from the future,
-    /// or the model is stopped): ingest them one by one then.
-    pub fn ingest_row(&mut self, row: Row<'_>, now: DateTime<Utc>) -> Option<Step> {
-        if self.suspended || self.quarantine().is_some() {
-            return None;
+    /// The outcome fills `step`, the caller's, in place: a long replay
+    /// neither builds nor moves a step per row, and the frame a previous
+    /// row left in `step` is taken back for this row's. `false`, with
+    /// nothing changed but `step` emptied, when they are not sure to
+    /// (something is held, the row is not newer than every watermark, late,
+    /// from the future, or the model is stopped): ingest them one by one
+    /// then.
+    pub fn ingest_row(&mut self, row: Row<'_>, now: DateTime<Utc>, step: &mut Step) -> bool {
+        if let Some(frame) = step.frame.take() {
+            self.aligner.recycle(frame);
         }
-        let RowFrame { frame, optional } = self.aligner.admit_row(row, now)?;
+        step.clear();
+        if self.suspended || self.quarantine().is_some() {
+            return false;
+        }
+        let Some(RowFrame { frame, optional }) = self.aligner.admit_row(row, now) else {
+            return false;
+        };
         let counters = &mut self.counters;
         counters.observations_received += row.readings.len() as u64;
         // Optional readings are accepted on their own; the frame's values
         // are counted when the engine takes the frame.
         counters.observations_accepted += optional as u64;
-        let mut step = Step::default();
-        self.offer(frame, &mut step);
-        Some(step)
+        self.offer(frame, step);
+        true
     }
 
     /// Takes back a frame that a step returned, once the caller is done
@@ -126,16 +135,20 @@ close_m = 1
 
     impl Seen {
         /// Adds `step`, fitting `core` when the step made the fit due.
-        fn add(&mut self, core: &mut MonitorCore, step: Step) {
-            if let Some(fit) = core.fit_when_due(&step, no_snapshot).unwrap() {
+        fn add(&mut self, core: &mut MonitorCore, step: &Step) {
+            if let Some(fit) = core.fit_when_due(step, no_snapshot).unwrap() {
                 self.phases.extend(fit.phase_changed);
             }
-            self.frames.extend(step.frame);
-            self.verdicts.extend(step.verdict);
-            self.scored.extend(step.scored);
+            self.frames.extend(step.frame.clone());
+            self.verdicts.extend(step.verdict.clone());
+            self.scored.extend(step.scored.clone());
             self.phases.extend(step.phase_changed);
-            self.results.alarms.extend(step.results.alarms);
-            self.results.evidence.extend(step.results.evidence);
+            self.results
+                .alarms
+                .extend(step.results.alarms.iter().cloned());
+            self.results
+                .evidence
+                .extend(step.results.evidence.iter().cloned());
             self.fit_due |= step.fit_due;
             self.coverage_changed |= step.coverage_changed;
         }
@@ -208,7 +221,7 @@ close_m = 1
                 received_at: row.received_at,
             };
             let step = core.ingest(Ok(observation), row.now);
-            seen.add(core, step);
+            seen.add(core, &step);
         }
         seen
     }
@@ -225,6 +238,7 @@ close_m = 1
             let mut rows_at_once = MonitorCore::fresh(id, config.clone(), at(0)).unwrap();
             let mut one_by_one = MonitorCore::fresh(id, config, at(0)).unwrap();
             let mut taken = 0;
+            let mut left_over = Step::default();
             for (i, row) in stream(seed, 240).iter().enumerate() {
                 if i % 97 == 50 {
                     proptest::prop_assert_eq!(rows_at_once.suspend(row.now), one_by_one.suspend(row.now));
@@ -238,17 +252,22 @@ close_m = 1
                     ts: row.ts,
                     received_at: row.received_at,
                 };
-                let fast = match rows_at_once.ingest_row(whole, row.now) {
-                    Some(step) => {
-                        taken += 1;
-                        let mut seen = Seen::default();
-                        seen.add(&mut rows_at_once, step);
-                        // Storage handed back holds stale values of any length.
-                        rows_at_once.recycle(Frame { ts: row.ts, values: vec![f64::NAN; i % 7] });
-                        seen
-                    }
-                    None => ingest_each(&mut rows_at_once, row),
+                // A step left over from the previous row, holding its frame,
+                // or storage handed back with stale values of any length.
+                let mut step = std::mem::take(&mut left_over);
+                if i % 3 == 0 {
+                    rows_at_once.recycle(Frame { ts: row.ts, values: vec![f64::NAN; i % 7] });
+                }
+                let fast = if rows_at_once.ingest_row(whole, row.now, &mut step) {
+                    taken += 1;
+                    let mut seen = Seen::default();
+                    seen.add(&mut rows_at_once, &step);
+                    seen
+                } else {
+                    proptest::prop_assert!(step.frame.is_none() && step.scored.is_none());
+                    ingest_each(&mut rows_at_once, row)
                 };
+                left_over = step;
                 let slow = ingest_each(&mut one_by_one, row);
                 proptest::prop_assert_eq!(&fast, &slow, "row {}", i);
                 proptest::prop_assert_eq!(rows_at_once.counters(), one_by_one.counters());
@@ -279,7 +298,8 @@ close_m = 1
                 ts: at(1000 * i),
                 received_at: at(1000 * i),
             };
-            let step = core.ingest_row(row, at(1000 * i)).unwrap();
+            let mut step = Step::default();
+            assert!(core.ingest_row(row, at(1000 * i), &mut step));
             let fit = core
                 .fit_when_due(&step, |core| {
                     // What the checkpoint saves still holds every frame.

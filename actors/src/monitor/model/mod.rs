@@ -24,6 +24,7 @@ use super::{MonitorActor, checkpoint::CheckpointActor, view::ModelView};
 use crate::worker::Observer;
 
 mod handlers;
+mod seal;
 mod state;
 mod timers;
 

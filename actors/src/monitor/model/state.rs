@@ -1,5 +1,5 @@
-//! The model's own steps: recording a step's outcome, sealing and handing
-//! off snapshots, publishing the view.
+//! The model's own steps: recording a step's outcome, checkpointing when
+//! due, publishing the view (sealing and the fit are in `seal`).
 
 use std::{sync::Arc, time::Instant};
 
@@ -7,16 +7,12 @@ use chrono::Utc;
 use radar::{
     detector::AlarmEvent,
     runtime::{SilenceChange, Step, Trigger},
-    snapshot::{SealedSnapshot, seal},
-    telemetry::{DetectorPhase, ModelOperation, events},
+    telemetry::{DetectorPhase, events},
 };
 
-use super::{ModelActor, UNIT_WARNING_EVERY, UnitMismatches, view_of};
+use super::{ModelActor, UNIT_WARNING_EVERY, UnitMismatches, seal::not_live, view_of};
 use crate::{
-    monitor::{
-        checkpoint::{NewResults, SnapshotReady},
-        handlers::Quarantined,
-    },
+    monitor::{checkpoint::NewResults, handlers::Quarantined},
     worker::{Notice, Observer},
 };
 
@@ -87,49 +83,10 @@ impl ModelActor {
         self.view.send_replace(view);
     }
 
-    /// Seals the live model's state; every other state has none to seal.
-    pub(super) fn seal(&self) -> Result<SealedSnapshot, String> {
-        let core = self.lifecycle.as_live().ok_or_else(|| self.not_live())?;
-        let started = Instant::now();
-        let state = core.managed_state().map_err(|e| e.to_string())?;
-        let sealed = seal(&self.binding, &state, Utc::now(), &self.key).map_err(|e| e.to_string());
-        self.metrics.emit(events::ModelOperationFinished {
-            operation: ModelOperation::EncodeSnapshot,
-            duration: started.elapsed(),
-        });
-        sealed
-    }
-
     /// Seals and hands a snapshot to the checkpoint actor.
     pub(super) fn checkpoint_now(&mut self, trigger: Trigger, last: bool) {
         if let Err(error) = self.hand_off(trigger, last) {
             tracing::error!(monitor_id = %self.id, %error, "Could not seal a snapshot.");
-        }
-    }
-
-    /// Seals a snapshot and sends it to the checkpoint actor in one message
-    /// with the results produced up to it, which commit in its transaction.
-    pub(super) fn hand_off(&mut self, trigger: Trigger, last: bool) -> Result<(), String> {
-        if self.lifecycle.as_live().is_none() {
-            return Err(self.not_live());
-        }
-        let (_, attempt) = self.policy.started(Instant::now());
-        match self.seal() {
-            Ok(sealed) => {
-                self.checkpoint.do_send(SnapshotReady {
-                    sealed,
-                    results: std::mem::take(&mut self.results),
-                    trigger,
-                    attempt,
-                    last,
-                });
-                Ok(())
-            }
-            Err(error) => {
-                // The results wait for the next snapshot or the batch's end.
-                self.policy.failed(attempt, Some(trigger), Instant::now());
-                Err(error)
-            }
         }
     }
 
@@ -177,10 +134,7 @@ impl ModelActor {
 
     /// Why this state seals nothing, as an error message.
     pub(super) fn not_live(&self) -> String {
-        self.lifecycle
-            .why_not_live()
-            .unwrap_or("the monitor is live")
-            .to_string()
+        not_live(&self.lifecycle)
     }
 
     pub(super) fn checkpoint_if_due(&mut self) {
@@ -222,7 +176,7 @@ impl ModelActor {
     }
 
     /// Acts on one step's outcome; the caller publishes the view.
-    pub(super) fn after_step(&mut self, step: Step) {
+    pub(super) fn after_step(&mut self, mut step: Step) {
         if let Some(diagnostics) = step.quarantined {
             // No checkpoint is due any more: the monitor records the failure.
             // The results before it reach the checkpoint actor first, which
@@ -233,8 +187,8 @@ impl ModelActor {
         }
         // Kept until a snapshot sealed in this batch takes them along, or
         // the batch ends (`send_results`).
-        self.results.alarms.extend(step.results.alarms);
-        self.results.evidence.extend(step.results.evidence);
+        self.results.alarms.append(&mut step.results.alarms);
+        self.results.evidence.append(&mut step.results.evidence);
         if step.frame.is_some() {
             self.policy.on_frames(1, Instant::now());
         }
@@ -244,31 +198,7 @@ impl ModelActor {
         if step.phase_changed.is_some() {
             self.policy.request(Trigger::PhaseChange, Instant::now());
         }
-        if step.fit_due {
-            // The snapshot before the fit keeps the training and calibration
-            // frames, so a fit cut short by a crash reruns from them.
-            self.checkpoint_now(Trigger::PhaseChange, false);
-            let started = Instant::now();
-            let Some(core) = self.lifecycle.live() else {
-                return;
-            };
-            match core.fit().map(|_| core.phase()) {
-                Ok(phase) => {
-                    self.metrics.emit(events::ModelOperationFinished {
-                        operation: ModelOperation::Fit,
-                        duration: started.elapsed(),
-                    });
-                    self.metrics.emit(events::DetectorPhaseChanged {
-                        phase: DetectorPhase::from(phase),
-                    });
-                    tracing::info!(monitor_id = %self.id, "Fitted the detector; monitoring starts.");
-                    self.policy.request(Trigger::PhaseChange, Instant::now());
-                }
-                Err(error) => {
-                    tracing::error!(monitor_id = %self.id, %error, "The static fit failed.")
-                }
-            }
-        }
+        self.checkpoint_then_fit(&step);
         self.checkpoint_if_due();
     }
 }
