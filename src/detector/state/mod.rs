@@ -316,11 +316,7 @@ impl Detector {
             score,
             threshold,
             p_value,
-            contributions: contributions(
-                fitted.model.contributions(&fitted.scratch),
-                fitted.change.as_ref(),
-                self.width,
-            ),
+            contributions: fitted.contributions(self.width),
             alarm_seq: self.alarm.open_seq(),
         });
         Outcome::Scored(Box::new(Scored {
@@ -340,6 +336,15 @@ impl Detector {
 }
 
 impl Fitted {
+    /// Each of the `width` readings' share of the frame just scored.
+    fn contributions(&self, width: usize) -> Vec<f64> {
+        contributions(
+            self.model.contributions(&self.scratch),
+            self.change.as_ref(),
+            width,
+        )
+    }
+
     /// The level model's T-squared and SPE of one frame: its level readings
     /// through the feature state (held with `hold`) into the model.
     fn level_statistics(

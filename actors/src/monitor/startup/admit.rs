@@ -87,14 +87,8 @@ pub(super) async fn admit(
             return Err(exit);
         }
     };
-    persist_unowned(
-        store,
-        id,
-        seen.as_deref(),
-        MonitorState::from(&exit).as_str(),
-        &reason,
-    )
-    .await;
+    let state = MonitorState::from(&exit).as_str();
+    persist_unowned(store, id, seen.as_deref(), state, &reason).await;
     Err(exit)
 }
 
