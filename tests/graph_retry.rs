@@ -6,11 +6,11 @@ use std::{
         Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use radar::store::{self, FailureRecord, GraphStore, RetriedFailure};
-use radar_testkit::{db as common, graph::*};
+use radar_testkit::{db as common, graph::*, poll};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A TCP relay to PostgreSQL that can be cut (dropping every relayed
@@ -65,6 +65,18 @@ impl Relay {
     fn restore(&self) {
         self.open.store(true, Ordering::SeqCst);
     }
+
+    fn refused(&self) -> usize {
+        self.refused.load(Ordering::SeqCst)
+    }
+}
+
+/// Waits until the relay has refused at least `n` connections.
+async fn refused_at_least(relay: &Relay, n: usize, what: &str) {
+    poll::within(Duration::from_secs(20))
+        .every(Duration::from_millis(20))
+        .value(what, || relay.refused(), |&seen| seen >= n)
+        .await;
 }
 
 #[tokio::test]
@@ -95,14 +107,7 @@ async fn a_quarantined_failure_record_retries_until_the_database_returns() {
             )
             .await
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while AtomicUsize::load(&relay.refused, Ordering::SeqCst) < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the failure record did not retry"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    refused_at_least(&relay, 2, "the failure record is retried").await;
     assert_eq!(
         graphs.run(run.run_id).await.unwrap().status,
         "running",
@@ -148,11 +153,7 @@ async fn an_explicit_stop_ends_the_retries() {
             )
             .await
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while AtomicUsize::load(&relay.refused, Ordering::SeqCst) < 1 {
-        assert!(Instant::now() < deadline, "the failure record never tried");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    refused_at_least(&relay, 1, "the failure record is tried").await;
     stop_tx.send(()).unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(10), retrying)
         .await

@@ -9,7 +9,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use radar_testkit::{db, heartbeat, monitor};
+use radar_testkit::{db, heartbeat, monitor, poll};
 
 use chrono::Utc;
 use diesel::sql_types::{BigInt, Text};
@@ -88,11 +88,10 @@ async fn periodic_statements_are_prepared_once_per_connection() {
             let beat = heartbeat::beat(reporter, Arc::new(record()), None);
             tokio::spawn(async move { heartbeat::submit_one(&heartbeats, beat).await })
         };
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while flusher.queued() == 0 {
-            assert!(tokio::time::Instant::now() < deadline, "never queued");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        poll::within(Duration::from_secs(30))
+            .every(poll::QUICK)
+            .value("the beat is queued", || flusher.queued(), |&n| n > 0)
+            .await;
         assert!(flusher.flush_queued().await);
         let outcome = submit.await.unwrap();
         assert!(

@@ -7,7 +7,7 @@ use std::{
     fs,
     path::PathBuf,
     process::{Child, Command, ExitStatus, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use radar_testkit::{db, poll};
@@ -64,21 +64,17 @@ impl Demo {
 
     /// Waits for the process to end by itself.
     fn finish(mut self) -> Run {
-        let deadline = Instant::now() + RUN_DEADLINE;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait for radar demo") {
-                break status;
+        let ended = poll::within(RUN_DEADLINE).try_blocking("radar demo finishes", || {
+            match self.child.try_wait().expect("wait for radar demo") {
+                Some(status) => Ok(status),
+                None => Err("still running"),
             }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "radar demo did not finish within {RUN_DEADLINE:?}; stderr:\n{}",
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        });
+        let status = ended.unwrap_or_else(|timeout| {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            panic!("{timeout}; stderr:\n{}", self.stderr())
+        });
         let stderr = self.stderr();
         let stdout = fs::read_to_string(&self.out).unwrap_or_default();
         let summary = serde_json::from_str(&stdout).unwrap_or_else(|e| {

@@ -2,28 +2,19 @@
 
 use std::{fmt::Write as _, process::Command};
 
-const MONITOR: &str = r#"
-name = "two-sensors"
-[[readings]]
-name = "a"
-topic = "t/a"
-[[readings]]
-name = "b"
-topic = "t/b"
-[alignment]
-freshness_ms = 5000
-max_age_ms = 86400000
-future_tolerance_ms = 1000
-max_skew_ms = 0
-[detector]
-training_frames = 200
-calibration_frames = 100
-false_alarm_rate = 0.05
-[detector.alarm]
-open_k = 3
-open_n = 5
-close_m = 5
-"#;
+use radar_testkit::monitor::MonitorFile;
+
+/// Two readings `a` and `b` on `t/a` and `t/b`, a day of maximum age (the
+/// CSV's source times are old), 200 training and 100 calibration frames.
+fn monitor_file() -> String {
+    MonitorFile::new("two-sensors")
+        .readings_under("t", &["a", "b"])
+        .max_age_ms(86_400_000)
+        .future_tolerance_ms(1000)
+        .detector(200, 100)
+        .alarm(3, 5, 5)
+        .to_toml()
+}
 
 /// A deterministic pseudo-random stream with a large step in `b` at row 500.
 fn csv() -> String {
@@ -55,7 +46,7 @@ fn detect_prints_one_json_object_per_frame_and_alarms_on_a_step() {
     let dir = tempfile::tempdir().unwrap();
     let monitor = dir.path().join("m.toml");
     let data = dir.path().join("d.csv");
-    std::fs::write(&monitor, MONITOR).unwrap();
+    std::fs::write(&monitor, monitor_file()).unwrap();
     std::fs::write(&data, csv()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_radar"))
         .args(["detect", "--config"])
@@ -99,7 +90,7 @@ fn detect_names_a_missing_column() {
     let dir = tempfile::tempdir().unwrap();
     let monitor = dir.path().join("m.toml");
     let data = dir.path().join("d.csv");
-    std::fs::write(&monitor, MONITOR).unwrap();
+    std::fs::write(&monitor, monitor_file()).unwrap();
     std::fs::write(&data, "datetime;a\n2026-01-01 00:00:00;1\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_radar"))
         .args(["detect", "--config"])

@@ -11,10 +11,9 @@ use std::{
 };
 
 use radar_testkit::{
-    broker::Mosquitto, db, exposition::sample, http::free_port, telemetry::create_monitor,
-    telemetry::now_ms, telemetry::wait_for, worker::Worker,
+    broker::Mosquitto, db, exposition::sample, http::free_port, poll, publisher::Publisher,
+    telemetry::create_monitor, telemetry::now_ms, telemetry::wait_for, worker::Worker,
 };
-use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 
 /// The three tests run one at a time: each picks free ports and releases
 /// them before its broker binds, so two at once could race for one port.
@@ -138,10 +137,7 @@ impl Drop for ChildBroker {
 /// `after` (epoch ms), and waits until the broker acked each. Returns the
 /// last source time used.
 async fn publish(port: u16, topic: &str, n: usize, after: i64) -> i64 {
-    let id = format!("interop-pub-{}", uuid::Uuid::new_v4().simple());
-    let mut options = MqttOptions::new(id, "127.0.0.1", port);
-    options.set_keep_alive(Duration::from_secs(10));
-    let (client, mut eventloop) = AsyncClient::new(options, n + 10);
+    let mut publisher = Publisher::connect(port).await;
     // Never at or below the last source time: those would be `stale`.
     let base = now_ms().max(after + 1);
     eprintln!(
@@ -149,25 +145,10 @@ async fn publish(port: u16, topic: &str, n: usize, after: i64) -> i64 {
         base - after
     );
     for i in 0..n {
-        let payload = format!(r#"{{"ts": {}, "value": {}.5}}"#, base + i as i64, i % 9);
-        client
-            .publish(topic, QoS::AtLeastOnce, false, payload)
-            .await
-            .unwrap();
+        let value = (i % 9) as f64 + 0.5;
+        publisher.raw(topic, base + i as i64, value, false).await;
     }
-    let mut acked = 0;
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while acked < n {
-            match eventloop.poll().await {
-                Ok(Event::Incoming(Packet::PubAck(_))) => acked += 1,
-                Ok(_) => {}
-                Err(e) => panic!("publisher: {e}"),
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("only {acked} of {n} publishes acknowledged"));
-    let _ = client.disconnect().await;
+    publisher.flush(Duration::from_secs(30)).await;
     base + n as i64 - 1
 }
 
@@ -230,29 +211,30 @@ async fn connect_frames_restart_reconnect(name: &str, broker: &mut dyn Restartab
     // published faster than that) and Mosquitto restarts in milliseconds:
     // taking `now` again could land at or below the watermark (stale).
     publish(broker.port(), &topic, 20, last).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     // Every one of the 20: none may be refused as stale.
-    while frames(&worker, &id) < 220.0 {
-        if std::time::Instant::now() > deadline {
-            let tail = |text: String| {
-                let lines: Vec<&str> = text.lines().collect();
-                lines[lines.len().saturating_sub(60)..].join("\n")
-            };
-            panic!(
-                "{name}: not every new message formed a frame after the restart\n--- metrics\n{}\n--- worker log\n{}\n--- broker log\n{}",
-                worker
-                    .metrics()
-                    .lines()
-                    .filter(
-                        |l| l.contains(&id) && (l.contains("observations") || l.contains("mqtt"))
-                    )
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                tail(worker.stderr()),
-                tail(broker.log()),
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    let formed = poll::within(Duration::from_secs(30)).try_blocking(
+        &format!("{name}: 220 frames, every new message one"),
+        || {
+            let n = frames(&worker, &id);
+            poll::check(n >= 220.0, || n)
+        },
+    );
+    if let Err(timeout) = formed {
+        let tail = |text: String| {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(60)..].join("\n")
+        };
+        panic!(
+            "{timeout}\n--- metrics\n{}\n--- worker log\n{}\n--- broker log\n{}",
+            worker
+                .metrics()
+                .lines()
+                .filter(|l| l.contains(&id) && (l.contains("observations") || l.contains("mqtt")))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            tail(worker.stderr()),
+            tail(broker.log()),
+        );
     }
     let reconnects = sample(
         &worker.metrics(),

@@ -16,19 +16,8 @@ const START: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_interleaving_publishers_at_100_frames_per_second_form_every_frame() {
     let h = Harness::new("worker_interleave").await;
-    let (id, prefix) = h.create_monitor_edited("interleave", |toml| {
-        let prefix = toml
-            .split("topic = \"")
-            .nth(1)
-            .and_then(|rest| rest.split("/a\"").next())
-            .expect("the prefix of reading a")
-            .to_string();
-        let extra: String = READINGS[2..]
-            .iter()
-            .map(|r| format!("[[readings]]\nname = \"{r}\"\ntopic = \"{prefix}/{r}\"\n\n"))
-            .collect();
-        toml.replace("[alignment]", &format!("{extra}[alignment]"))
-            .replace("max_skew_ms = 1000", "max_skew_ms = 0")
+    let (id, prefix) = h.create_monitor_edited("interleave", |file, prefix| {
+        file.readings_under(prefix, &READINGS[2..]).max_skew_ms(0)
     });
     let _worker = h.spawn_worker("w-interleave", &[], &[]);
     h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")

@@ -17,9 +17,7 @@ async fn a_killed_worker_resumes_from_the_last_committed_snapshot_and_rejects_st
     // the restored watermark can refuse it (a source time older than the
     // maximum age is `too_old` first, whatever the watermark says, and the
     // loaded machine may take longer than the usual 30 s to get here).
-    let (id, prefix) = h.create_monitor_edited("kill9", |toml| {
-        toml.replace("max_age_ms = 30000", "max_age_ms = 3600000")
-    });
+    let (id, prefix) = h.create_monitor_edited("kill9", |file, _| file.max_age_ms(3_600_000));
     let (mut publisher, first, committed) = run_and_kill_mid_stream(&h, id, &prefix).await;
     // A retained message with an old source time: the broker delivers it
     // when the restarted monitor subscribes, and it must be rejected as stale.

@@ -19,52 +19,49 @@ async fn two_hundred_monitors_in_one_process_all_run_and_process_data() {
     let worker = h.spawn_worker("w-scale", &[], &[]);
     let mut publisher = Publisher::connect(h.broker.port).await;
 
-    let deadline = started + Duration::from_secs(240);
-    let mut all_running_at = None;
-    let mut last: HashMap<String, (String, u64)>;
-    loop {
-        // Every monitor gets a frame per round, running or not yet.
-        for (_, prefix) in &monitors {
-            publisher.frames(prefix, 1).await;
-        }
-        publisher.flush(Duration::from_secs(60)).await;
-        last = h
-            .status()
-            .into_iter()
-            .map(|s| {
-                (
-                    s["monitor_id"].as_str().unwrap_or("").to_string(),
-                    (state(&s).to_string(), processed(&s)),
-                )
-            })
-            .collect();
-        let healthy = monitors
-            .iter()
-            .filter(|(id, _)| {
-                last.get(&id.to_string())
-                    .is_some_and(|(state, n)| state == "running" && *n > 0)
-            })
-            .count();
-        if healthy == MONITORS {
-            all_running_at = Some(started.elapsed());
-            break;
-        }
-        if Instant::now() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    // Every monitor gets a frame per round, running or not yet.
+    let outcome = poll::within(Duration::from_secs(240))
+        .every(Duration::from_millis(500))
+        .try_wait_async("every monitor runs with data", async || {
+            for (_, prefix) in &monitors {
+                publisher.frames(prefix, 1).await;
+            }
+            publisher.flush(Duration::from_secs(60)).await;
+            let last: HashMap<String, (String, u64)> = h
+                .status()
+                .into_iter()
+                .map(|s| {
+                    (
+                        s["monitor_id"].as_str().unwrap_or("").to_string(),
+                        (state(&s).to_string(), processed(&s)),
+                    )
+                })
+                .collect();
+            let healthy = monitors
+                .iter()
+                .filter(|(id, _)| {
+                    last.get(&id.to_string())
+                        .is_some_and(|(state, n)| state == "running" && *n > 0)
+                })
+                .count();
+            if healthy == MONITORS {
+                return Ok(last);
+            }
+            let mut states: HashMap<String, usize> = HashMap::new();
+            for (state, _) in last.values() {
+                *states.entry(state.clone()).or_default() += 1;
+            }
+            Err(states)
+        })
+        .await;
+    let elapsed = started.elapsed();
     let rss = worker.rss_kib();
-    let Some(elapsed) = all_running_at else {
-        let mut states: HashMap<String, usize> = HashMap::new();
-        for (state, _) in last.values() {
-            *states.entry(state.clone()).or_default() += 1;
-        }
+    let last = outcome.unwrap_or_else(|timeout| {
         panic!(
-            "not every monitor ran with data in time: {states:?}; log tail:\n{}",
+            "not every monitor ran with data in time: {timeout}; log tail:\n{}",
             tail(&worker.log())
-        );
-    };
+        )
+    });
     eprintln!(
         "{MONITORS} monitors running with data after {elapsed:?}; worker RSS {} MiB",
         rss / 1024

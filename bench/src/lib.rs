@@ -12,11 +12,9 @@
 //!   `radar-bench` binary, each measuring the product beside its ceiling
 //!   in one run.
 //! - [`system`], [`http`], [`stats`]: the machine, /proc, HTTP and numbers.
-//! - `broker`: the private Mosquitto of the integration tests
-//!   (`tests/common/broker.rs`), shared rather than copied.
+//! - `broker`: the private Mosquitto of the tests (`radar-testkit`).
 
-#[path = "../../tests/common/broker.rs"]
-pub mod broker;
+pub use radar_testkit::broker;
 pub mod checkpoint;
 pub mod db;
 pub mod http;

@@ -4,11 +4,13 @@
 use std::{
     fs,
     path::{Path, PathBuf},
-    process::{Child, Command, ExitStatus, Stdio},
+    process::{Child, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
+
+use radar_testkit::{poll, worker::radar_command_of};
 
 use crate::{broker::free_port, http, system};
 
@@ -41,11 +43,9 @@ impl WorkerProcess {
         let log = env.log_dir.join(format!("worker-{}-{port}.log", env.tag));
         let file = fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let started = Instant::now();
-        let child = Command::new(env.radar_bin)
+        let child = radar_command_of(env.radar_bin, env.database_url)
             .arg("worker")
-            .env("DATABASE_URL", env.database_url)
             .env("RADAR_MQTT_URL", env.mqtt_url)
-            .env("RADAR_CONFIG_FILE", "/dev/null")
             .env("RADAR_METRICS_ADDR", format!("127.0.0.1:{port}"))
             .env("RADAR_WORKER_ID", format!("bench-{}", env.tag))
             .env("RUST_LOG", "warn")
@@ -54,8 +54,6 @@ impl WorkerProcess {
             .env_remove("RADAR_CHECKPOINT_INTERVAL")
             .env_remove("RADAR_CHECKPOINT_MAX_INTERVAL_SECONDS")
             .env_remove("RADAR_CHECKPOINT_TIMEOUT_SECONDS")
-            .env_remove("RADAR_ENV")
-            .env_remove("RADAR_CHECKPOINT_SECRET")
             .env_remove("RADAR_SHARD")
             .stdout(Stdio::null())
             .stderr(file)
@@ -76,28 +74,26 @@ impl WorkerProcess {
     /// Waits until `/readyz` says 200 with exactly `monitors` admitted;
     /// returns the time since spawn.
     pub async fn wait_ready(&mut self, monitors: usize, within: Duration) -> Result<Duration> {
-        let deadline = Instant::now() + within;
-        let mut last = String::new();
-        loop {
-            if let Some((status, body)) =
-                http::get(self.port, "/readyz", Duration::from_secs(5)).await
-            {
-                let admitted = serde_json::from_str::<serde_json::Value>(&body)
-                    .ok()
-                    .and_then(|v| v["monitors"].as_u64());
-                if status == 200 && admitted == Some(monitors as u64) {
-                    return Ok(self.started.elapsed());
+        let what = format!("the worker is ready with {monitors} monitors");
+        let outcome = poll::within(within)
+            .every(POLL)
+            .try_wait_async(&what, async || {
+                // A worker that exited will never be ready: stop at once.
+                if let Err(exited) = self.check_alive() {
+                    return Ok(Err(exited));
                 }
-                last = format!("{status}: {}", body.chars().take(300).collect::<String>());
-            }
-            self.check_alive()?;
-            if Instant::now() > deadline {
-                bail!(
-                    "the worker was not ready with {monitors} monitors within {within:?}; last /readyz {last}; log tail:\n{}",
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(POLL).await;
+                match http::get(self.port, "/readyz", Duration::from_secs(5)).await {
+                    Some((200, body)) if admitted(&body) == Some(monitors as u64) => {
+                        Ok(Ok(self.started.elapsed()))
+                    }
+                    Some((status, body)) => Err(format!("{status}: {}", head(&body, 300))),
+                    None => Err("no answer".to_string()),
+                }
+            })
+            .await;
+        match outcome {
+            Ok(ready) => ready,
+            Err(timeout) => bail!("{timeout}; log tail:\n{}", self.log_tail()),
         }
     }
 
@@ -149,20 +145,22 @@ impl WorkerProcess {
         unsafe {
             libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = child.try_wait()? {
-                return Ok(status);
-            }
-            if Instant::now() > deadline {
+        let what = "the worker exits after SIGTERM";
+        let exited = poll::within(within)
+            .every(POLL)
+            .try_wait(what, || match child.try_wait() {
+                Ok(Some(status)) => Ok(Ok(status)),
+                Ok(None) => Err("still running"),
+                Err(e) => Ok(Err(e)),
+            })
+            .await;
+        match exited {
+            Ok(status) => Ok(status?),
+            Err(timeout) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!(
-                    "the worker did not stop within {within:?}; log tail:\n{}",
-                    self.log_tail()
-                );
+                bail!("{timeout}; log tail:\n{}", self.log_tail())
             }
-            tokio::time::sleep(POLL).await;
         }
     }
 
@@ -181,6 +179,18 @@ impl WorkerProcess {
             .map(str::to_string)
             .collect()
     }
+}
+
+/// The number of monitors a `/readyz` body says are admitted.
+fn admitted(body: &str) -> Option<u64> {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["monitors"].as_u64())
+}
+
+/// At most the first `chars` characters of `text`.
+fn head(text: &str, chars: usize) -> String {
+    text.chars().take(chars).collect()
 }
 
 impl Drop for WorkerProcess {

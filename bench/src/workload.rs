@@ -9,6 +9,7 @@ use radar::{
     runtime::{MonitorCore, no_snapshot},
     snapshot::{CheckpointKey, SnapshotBinding},
 };
+use radar_testkit::monitor::MonitorFile;
 use uuid::Uuid;
 
 /// A detector that starts monitoring after 40 frames, as in the worker tests.
@@ -35,34 +36,14 @@ pub fn monitor_toml(
     training_frames: usize,
     calibration_frames: usize,
 ) -> String {
-    let mut toml = format!("name = \"{name}\"\n");
-    for i in 0..readings {
-        toml.push_str(&format!(
-            "\n[[readings]]\nname = \"{}\"\ntopic = \"{}\"\n",
-            reading_name(i),
-            topic(prefix, i)
-        ));
-    }
-    toml.push_str(&format!(
-        "
-[alignment]
-freshness_ms = 5000
-max_age_ms = 600000
-future_tolerance_ms = 2000
-max_skew_ms = 1000
-
-[detector]
-training_frames = {training_frames}
-calibration_frames = {calibration_frames}
-false_alarm_rate = 0.05
-
-[detector.alarm]
-open_k = 3
-open_n = 5
-close_m = 10
-"
-    ));
-    toml
+    let file = (0..readings).fold(MonitorFile::new(name), |file, i| {
+        file.reading(&reading_name(i), &topic(prefix, i))
+    });
+    file.max_age_ms(600_000)
+        .max_skew_ms(1000)
+        .detector(training_frames as u32, calibration_frames as u32)
+        .alarm(3, 5, 10)
+        .to_toml()
 }
 
 /// The validated monitor of [`monitor_toml`].

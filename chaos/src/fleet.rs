@@ -10,7 +10,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use radar_testkit::broker::free_port;
+use radar_testkit::{broker::free_port, poll, worker::radar_command_of};
 
 /// The workers' MQTT reconnect schedule: first and longest wait.
 pub const MQTT_BACKOFF: (std::time::Duration, std::time::Duration) = (
@@ -41,16 +41,10 @@ impl WorkerEnv {
 
     /// A `radar` command with the run's settings (for the CLI too).
     pub fn command(&self, application: &str) -> Command {
-        let mut cmd = Command::new(&self.radar);
+        let mut cmd = radar_command_of(&self.radar, &self.database_url(application));
         cmd.current_dir(&self.dir)
-            .env("DATABASE_URL", self.database_url(application))
-            .env("RADAR_CONFIG_FILE", "/dev/null")
             .env("RADAR_MQTT_URL", &self.mqtt_url)
-            .env("RADAR_LOG_FORMAT", "json")
-            .env_remove("RADAR_ENV")
-            .env_remove("RADAR_CHECKPOINT_SECRET")
-            .env_remove("RADAR_CHECKPOINT_SECRET_FILE")
-            .env_remove("RUST_LOG");
+            .env("RADAR_LOG_FORMAT", "json");
         cmd
     }
 }
@@ -240,17 +234,21 @@ pub async fn radar_cli(
         .stderr(log)
         .spawn()
         .context("spawning radar")?;
-    let deadline = tokio::time::Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if tokio::time::Instant::now() > deadline {
+    let ended = poll::within(limit)
+        .every(std::time::Duration::from_millis(20))
+        .try_wait("the command finishes", || match child.try_wait() {
+            Ok(Some(status)) => Ok(Ok(status)),
+            Ok(None) => Err("still running"),
+            Err(e) => Ok(Err(e)),
+        })
+        .await;
+    let status = match ended {
+        Ok(status) => Some(status?),
+        Err(_) => {
             let _ = child.kill();
             let _ = child.wait();
-            break None;
+            None
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
     let stdout = fs::read_to_string(&out_path).unwrap_or_default();
     let _ = fs::remove_file(&out_path);

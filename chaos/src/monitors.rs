@@ -2,13 +2,10 @@
 //! until every shard has one, then waited for until each committed a
 //! snapshot past calibration, before any fault.
 
-use std::{
-    collections::BTreeMap,
-    fs,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, fs, time::Duration};
 
 use anyhow::{Context, Result, bail};
+use radar_testkit::poll;
 use uuid::Uuid;
 
 use crate::{
@@ -82,24 +79,23 @@ pub(super) async fn warm_up(
     monitors: &BTreeMap<Uuid, u32>,
     within: Duration,
 ) -> Result<()> {
-    let deadline = Instant::now() + within;
-    loop {
-        let rows = observe::snapshot_rows(db_url).await.unwrap_or_default();
-        let ready = monitors.keys().all(|m| {
-            rows.iter()
-                .any(|r| r.service_id == *m && r.processed_count >= 60)
-        });
-        if ready {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "the monitors did not calibrate within {within:?} before any fault; committed: {:?}",
-                rows.iter()
-                    .map(|r| (r.service_id, r.processed_count))
-                    .collect::<Vec<_>>()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    poll::within(within)
+        .every(Duration::from_millis(250))
+        .try_wait_async(
+            "every monitor calibrates before any fault (60 frames committed)",
+            async || {
+                let rows = observe::snapshot_rows(db_url).await.unwrap_or_default();
+                let ready = monitors.keys().all(|m| {
+                    rows.iter()
+                        .any(|r| r.service_id == *m && r.processed_count >= 60)
+                });
+                let committed = || {
+                    rows.iter()
+                        .map(|r| (r.service_id, r.processed_count))
+                        .collect::<Vec<_>>()
+                };
+                poll::check(ready, committed)
+            },
+        )
+        .await
 }

@@ -1,13 +1,7 @@
 //! Brokers for tests: a private Mosquitto on a free loopback port (killed,
 //! paused and restarted by the test, with chosen listener options such as a
 //! password file or TLS) and a scripted fake broker that refuses one
-//! subscription.
-//!
-//! This file uses nothing else of the testkit: `bench/` still compiles it on
-//! its own through `tests/common/broker.rs` (a link to it) until the
-//! benchmarks move onto the testkit, which is also why it keeps its own
-//! wait for the port instead of `poll`.
-#![allow(dead_code)]
+//! subscription. `radar-bench` starts its brokers with it too.
 
 use std::{
     fs,
@@ -47,14 +41,11 @@ pub async fn wait_for_port(port: u16) -> Result<()> {
 
 /// Blocks until something accepts TCP connections on the port.
 pub fn wait_for_port_blocking(port: u16) -> Result<()> {
-    let deadline = std::time::Instant::now() + START_DEADLINE;
-    while StdStream::connect(("127.0.0.1", port)).is_err() {
-        if std::time::Instant::now() > deadline {
-            bail!("nothing listens on 127.0.0.1:{port} after {START_DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
+    crate::poll::within(START_DEADLINE)
+        .every(Duration::from_millis(20))
+        .try_blocking(&format!("something to listen on 127.0.0.1:{port}"), || {
+            StdStream::connect(("127.0.0.1", port)).map(drop)
+        })
 }
 
 /// A Mosquitto process private to one test, on its own loopback port.

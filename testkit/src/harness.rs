@@ -62,19 +62,21 @@ impl Harness {
 
     /// Creates a monitor through the CLI; returns its id and topic prefix.
     pub fn create_monitor(&self, name: &str) -> (Uuid, String) {
-        self.create_monitor_edited(name, |toml| toml)
+        self.create_monitor_edited(name, |file, _| file)
     }
 
-    /// Like [`Harness::create_monitor`], with the monitor file's text
-    /// (from [`monitor::two_readings`]) passed through `edit` first.
+    /// Like [`Harness::create_monitor`], with the monitor file (from
+    /// [`monitor::two_readings_file`]) changed by `edit`, which also gets
+    /// the topic prefix, before it is written.
     pub fn create_monitor_edited(
         &self,
         name: &str,
-        edit: impl FnOnce(String) -> String,
+        edit: impl FnOnce(monitor::MonitorFile, &str) -> monitor::MonitorFile,
     ) -> (Uuid, String) {
         let prefix = unique_prefix();
         let path = self.dir.path().join(format!("{name}.toml"));
-        fs::write(&path, edit(monitor::two_readings(name, &prefix))).expect("write monitor file");
+        let file = edit(monitor::two_readings_file(name, &prefix), &prefix);
+        fs::write(&path, file.to_toml()).expect("write monitor file");
         let out = self.radar(&["monitor", "create", "--config", &path.display().to_string()]);
         assert!(
             out.status.success(),

@@ -1,6 +1,7 @@
 //! `radar-testkit`: the helpers radar's tests share, written once. A
 //! dev-dependency of `radar` and `radar-actors` (and a dependency of the
-//! chaos driver, which is itself a test program); never part of a release.
+//! chaos driver and of `radar-bench`, which are test and measuring programs
+//! themselves); never part of a release.
 //!
 //! Layout, one responsibility a module:
 //! - [`db`]: a fresh database per test on the shared cluster (or any server).

@@ -15,13 +15,16 @@ pub struct MonitorFile {
     future_tolerance_ms: u64,
     max_skew_ms: u64,
     silence_ms: Option<u64>,
+    /// Training and calibration frames.
+    detector: (u32, u32),
     alarm: Option<(u32, u32, u32)>,
     tables: Vec<String>,
 }
 
 impl MonitorFile {
     /// A monitor named `name` with no readings yet, freshness 5 s, maximum
-    /// age 60 s, future tolerance 2 s, no skew and no `[detector.alarm]`.
+    /// age 60 s, future tolerance 2 s, no skew, a detector of 20 training
+    /// and 20 calibration frames and no `[detector.alarm]`.
     pub fn new(name: &str) -> Self {
         Self {
             name: name.to_string(),
@@ -31,6 +34,7 @@ impl MonitorFile {
             future_tolerance_ms: 2000,
             max_skew_ms: 0,
             silence_ms: None,
+            detector: (20, 20),
             alarm: None,
             tables: Vec::new(),
         }
@@ -60,6 +64,13 @@ impl MonitorFile {
         Self { max_age_ms, ..self }
     }
 
+    pub fn future_tolerance_ms(self, future_tolerance_ms: u64) -> Self {
+        Self {
+            future_tolerance_ms,
+            ..self
+        }
+    }
+
     pub fn max_skew_ms(self, max_skew_ms: u64) -> Self {
         Self {
             max_skew_ms,
@@ -70,6 +81,14 @@ impl MonitorFile {
     pub fn silence_ms(self, silence_ms: u64) -> Self {
         Self {
             silence_ms: Some(silence_ms),
+            ..self
+        }
+    }
+
+    /// `[detector]` with `training` training and `calibration` calibration frames.
+    pub fn detector(self, training: u32, calibration: u32) -> Self {
+        Self {
+            detector: (training, calibration),
             ..self
         }
     }
@@ -105,8 +124,10 @@ impl MonitorFile {
         if let Some(silence) = self.silence_ms {
             let _ = writeln!(out, "silence_ms = {silence}");
         }
-        out.push_str(
-            "\n[detector]\ntraining_frames = 20\ncalibration_frames = 20\nfalse_alarm_rate = 0.05\n",
+        let (training, calibration) = self.detector;
+        let _ = write!(
+            out,
+            "\n[detector]\ntraining_frames = {training}\ncalibration_frames = {calibration}\nfalse_alarm_rate = 0.05\n"
         );
         if let Some((open_k, open_n, close_m)) = self.alarm {
             let _ = write!(
@@ -128,12 +149,16 @@ pub const WARMUP_FRAMES: u64 = 40;
 /// maximum age 30 s, skew up to 1 s, and an alarm that opens on 3 of 5
 /// anomalous frames and closes after 10 normal ones.
 pub fn two_readings(name: &str, prefix: &str) -> String {
+    two_readings_file(name, prefix).to_toml()
+}
+
+/// [`two_readings`] as a builder, to change before it is written.
+pub fn two_readings_file(name: &str, prefix: &str) -> MonitorFile {
     MonitorFile::new(name)
         .readings_under(prefix, &["a", "b"])
         .max_age_ms(30_000)
         .max_skew_ms(1000)
         .alarm(3, 5, 10)
-        .to_toml()
 }
 
 /// The telemetry tests' monitor: one required reading `a` on `topic`.

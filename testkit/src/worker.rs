@@ -42,12 +42,19 @@ pub fn radar_binary() -> PathBuf {
 /// A `radar` command against the database at `database_url`, with no
 /// configuration file and none of the caller's radar settings.
 pub fn radar_command(database_url: &str) -> Command {
-    let mut command = Command::new(radar_binary());
+    radar_command_of(&radar_binary(), database_url)
+}
+
+/// [`radar_command`] with a chosen `radar` binary (the benchmarks run the
+/// release build).
+pub fn radar_command_of(binary: &Path, database_url: &str) -> Command {
+    let mut command = Command::new(binary);
     command
         .env("DATABASE_URL", database_url)
         .env("RADAR_CONFIG_FILE", "/dev/null")
         .env_remove("RADAR_ENV")
         .env_remove("RADAR_CHECKPOINT_SECRET")
+        .env_remove("RADAR_CHECKPOINT_SECRET_FILE")
         .env_remove("RADAR_LOG_FORMAT")
         .env_remove("RUST_LOG");
     command

@@ -2,9 +2,7 @@
 //! Prometheus registry it fills.
 
 use std::{
-    io::{Read, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
-    process::{Command, Stdio},
+    net::{TcpListener, TcpStream},
     time::Duration,
 };
 
@@ -22,6 +20,7 @@ use radar::{
         RejectReason, Telemetry, events::*, names::Kind,
     },
 };
+use radar_testkit::{exposition::samples, http::http_get};
 use uuid::Uuid;
 
 use super::{Shared, exposition, routes, serve};
@@ -63,23 +62,16 @@ impl Fixture {
     }
 }
 
-/// The value of the one sample named `name` whose labels include `labels`.
+/// The value of the one sample named `name` whose labels include `labels`
+/// (the testkit's parser; a second match fails the test).
 fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    let mut found = text
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (series_name, series_labels) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            let present: Vec<&str> = series_labels.split(',').collect();
-            (series_name == name && wanted.iter().all(|w| present.contains(&w.as_str())))
-                .then(|| value.parse::<f64>().unwrap())
-        });
-    let first = found.next();
+    let mut found = samples(text).into_iter().filter(|s| {
+        s.name == name
+            && labels
+                .iter()
+                .all(|(k, v)| s.labels.get(*k).is_some_and(|have| have == v))
+    });
+    let first = found.next().map(|s| s.value);
     assert!(
         found.next().is_none(),
         "{name} {labels:?} matches several series"
@@ -353,31 +345,7 @@ async fn the_exposition_passes_promtool_check_metrics() {
     let f = fixture();
     record_a_known_history(&pump(&f));
     let (_, text) = f.get("/metrics").await;
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(child) => child,
-        Err(e) => panic!(
-            "promtool is required to validate the exposition ({e}); install it with `apt-get install -y prometheus`"
-        ),
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool rejected the exposition:\n{}{}\n--- exposition ---\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    radar_testkit::exposition::promtool_check(&text);
 }
 
 #[actix_web::test]
@@ -467,24 +435,6 @@ async fn readyz_reports_stalled_and_failed_monitors_by_state() {
     assert_eq!(states, ["stalled", "startup_failed"]);
 }
 
-/// One HTTP/1.1 request over a fresh connection; the status and the body.
-fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
-}
-
 #[actix_web::test]
 async fn the_listener_serves_the_three_endpoints_over_tcp_and_stops_on_request() {
     let f = fixture();
@@ -496,8 +446,11 @@ async fn the_listener_serves_the_three_endpoints_over_tcp_and_stops_on_request()
     let handle = server.handle();
     let running = actix_web::rt::spawn(server);
 
-    let get =
-        |path: &'static str| actix_web::rt::task::spawn_blocking(move || http_get(addr, path));
+    let get = |path: &'static str| {
+        actix_web::rt::task::spawn_blocking(move || {
+            http_get(addr.port(), path).unwrap_or_else(|| panic!("no answer to GET {path}"))
+        })
+    };
     assert_eq!(get("/healthz").await.unwrap(), (200, "ok\n".into()));
     assert_eq!(get("/readyz").await.unwrap().0, 503);
     let (status, text) = get("/metrics").await.unwrap();

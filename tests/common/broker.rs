@@ -1,1 +1,0 @@
-../../testkit/src/broker.rs
