@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use diesel_async::SimpleAsyncConnection;
 use radar_testkit::{
-    broker::Mosquitto, db, telemetry::create_monitor, telemetry::wait_for, worker::Worker,
+    broker::Mosquitto, db, poll, rows, telemetry::create_monitor, telemetry::wait_for,
+    worker::Worker,
 };
 
 /// Waits until `/readyz` answers `code`; its body, parsed and as text.
@@ -93,4 +94,62 @@ async fn a_worker_is_not_ready_before_it_has_listed_its_monitors() {
     locker.batch_execute("ROLLBACK").await.expect("unlock");
     let (json, body) = readyz(&worker, 200, "/readyz answers 200");
     assert_eq!(json["monitors"], 1, "{body}");
+}
+
+/// With one start slot and the snapshot table locked by another
+/// transaction, the first monitor's start waits in PostgreSQL while the
+/// others wait for the slot (not for the database) and `/readyz` says so;
+/// every monitor starts once the lock is released.
+#[tokio::test]
+async fn monitors_beyond_the_start_slots_wait_for_one_and_say_so() {
+    let db = db::migrated_database("telemetry_readyz_slots").await;
+    let dir = tempfile::tempdir().unwrap();
+    for n in 0..3 {
+        let topic = format!("{}/a", db::unique_name("slots"));
+        create_monitor(&db, dir.path(), &format!("slot-{n}"), &topic);
+    }
+    let mut locker = db::connect(&db).await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE radar_runtime_checkpoints IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock the snapshot table");
+    let broker = Mosquitto::start_anonymous();
+    let slots = [("RADAR_TEST_START_CONCURRENCY", "1")];
+    let worker = Worker::spawn(&db, &broker, dir.path(), &[], &slots);
+
+    let details = poll::within(Duration::from_secs(30)).blocking(
+        "one start holds the slot and two wait for it",
+        || {
+            let body = worker
+                .get("/readyz")
+                .map(|(_, body)| body)
+                .unwrap_or_default();
+            let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let details: Vec<String> = json["not_ready"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|m| m["detail"].as_str().unwrap_or("").to_string())
+                .collect();
+            let count = |prefix: &str| details.iter().filter(|d| d.starts_with(prefix)).count();
+            let queued = count("waiting for a start slot") == 2 && count("starting:") == 1;
+            poll::check(queued, || body.clone()).map(|()| details)
+        },
+    );
+    assert_eq!(
+        rows::lock_waiters(&mut locker).await,
+        1,
+        "only the start that holds the slot reads the database: {details:?}"
+    );
+
+    locker
+        .batch_execute("COMMIT")
+        .await
+        .expect("release the lock");
+    let (json, body) = readyz(
+        &worker,
+        200,
+        "/readyz answers 200 once the starts went through",
+    );
+    assert_eq!(json["monitors"], 3, "{body}");
 }

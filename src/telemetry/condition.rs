@@ -168,6 +168,14 @@ impl Condition {
         self.disconnect_detail.clear();
     }
 
+    /// Where a start that has not connected yet is (waiting for a start
+    /// slot, restoring...); ignored once the monitor has connected.
+    pub fn starting(&mut self, detail: impl Into<String>) {
+        if !self.was_connected {
+            self.disconnect_detail = detail.into();
+        }
+    }
+
     /// The connection is down or a subscription was refused.
     pub fn disconnect(&mut self, detail: impl Into<String>) {
         self.connected = false;
@@ -228,6 +236,20 @@ mod tests {
         c.connect();
         assert_eq!(c.state(), MonitorState::Connected);
         assert_eq!(c.detail(), "");
+    }
+
+    #[test]
+    fn a_start_says_where_it_is_until_the_monitor_connects() {
+        let mut c = Condition::default();
+        c.starting("waiting for a start slot");
+        assert_eq!(c.state(), MonitorState::Starting);
+        assert_eq!(c.detail(), "waiting for a start slot");
+        c.connect();
+        assert_eq!(c.detail(), "");
+        c.disconnect("broker closed the connection");
+        c.starting("starting");
+        assert_eq!(c.state(), MonitorState::Disconnected);
+        assert_eq!(c.detail(), "broker closed the connection");
     }
 
     #[test]

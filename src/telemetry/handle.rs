@@ -143,6 +143,10 @@ impl MonitorTelemetry {
         self.slot.condition().connect();
     }
 
+    pub(crate) fn starting(&self, detail: &str) {
+        self.slot.condition().starting(detail);
+    }
+
     pub(crate) fn disconnect(&self, detail: &str) {
         self.slot.condition().disconnect(detail);
     }

@@ -110,11 +110,16 @@ pub async fn lock_snapshot_row(h: &Harness, id: Uuid) -> AsyncPgConnection {
     lock_row(h, "radar_runtime_checkpoints", id).await
 }
 
+/// How many other sessions of the test database wait for a lock now.
+pub async fn lock_waiters(conn: &mut AsyncPgConnection) -> i64 {
+    other_sessions(conn, "wait_event_type = 'Lock'").await
+}
+
 /// Waits until some session of the test database waits for a row lock.
 pub async fn wait_for_lock_waiter(conn: &mut AsyncPgConnection, within: Duration) {
     poll::within(within)
         .wait_async("a session waits for a row lock", async || {
-            let n = other_sessions(conn, "wait_event_type = 'Lock'").await;
+            let n = lock_waiters(conn).await;
             poll::check(n > 0, || "no session waits for a lock")
         })
         .await

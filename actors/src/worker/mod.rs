@@ -62,9 +62,11 @@ pub struct WorkerContext {
     pub telemetry: Telemetry,
     /// Set by `radar demo`: it reads the monitors' views and notices.
     pub observer: Option<Observer>,
-    /// Start permits ([`START_CONCURRENCY`]); closed at shutdown, after
-    /// which starts no longer wait for one.
+    /// Start permits ([`start_concurrency`] of them); closed at shutdown,
+    /// after which starts no longer wait for one.
     pub starts: Semaphore,
+    /// How many permits `starts` was made with.
+    pub start_slots: usize,
 }
 
 /// Where the supervisor finds the monitors to run.
@@ -153,6 +155,7 @@ pub struct RunningWorker {
 /// its own model thread. Call inside a running `actix_rt::System`.
 pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
     let stop_after = setup.settings.checkpoint_timeout() + STOP_GRACE;
+    let start_slots = start_concurrency();
     let batch = setup.store.clone().map(|store| {
         let (heartbeats, flusher) = Heartbeats::new(store, store::FLUSH_EVERY);
         actix_rt::spawn(flusher.run());
@@ -171,7 +174,8 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
         backoff: setup.backoff,
         telemetry: setup.telemetry,
         observer: setup.observer,
-        starts: Semaphore::new(START_CONCURRENCY),
+        starts: Semaphore::new(start_slots),
+        start_slots,
     });
     let (done_tx, done_rx) = oneshot::channel();
     let supervisor = Supervisor::new(context, scope, done_tx).start();
@@ -334,6 +338,17 @@ pub(crate) fn backoff_from_env() -> Backoff {
             })
         })
         .unwrap_or(Backoff::PRODUCTION)
+}
+
+/// [`START_CONCURRENCY`], unless the test-only
+/// `RADAR_TEST_START_CONCURRENCY` lowers it (1 up to the default), so that
+/// a test can watch starts wait for a slot.
+fn start_concurrency() -> usize {
+    std::env::var("RADAR_TEST_START_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| (1..=START_CONCURRENCY).contains(n))
+        .unwrap_or(START_CONCURRENCY)
 }
 
 async fn stop_within(limit: Duration, supervisor: Addr<Supervisor>) -> WorkerOutcome {

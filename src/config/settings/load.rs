@@ -54,8 +54,9 @@ pub enum TestScope {
 
 /// Every test-only variable. One not listed here is reported as unknown,
 /// like any other misspelt `RADAR_*` name.
-pub const TEST_VARIABLES: [(&str, TestScope); 6] = [
+pub const TEST_VARIABLES: [(&str, TestScope); 7] = [
     ("RADAR_TEST_MQTT_BACKOFF_MS", TestScope::Worker),
+    ("RADAR_TEST_START_CONCURRENCY", TestScope::Worker),
     ("RADAR_TEST_SUPERVISOR_POLL_MS", TestScope::Worker),
     ("RADAR_TEST_FIT_DELAY_MS", TestScope::Worker),
     ("RADAR_TEST_DATABASE_URL", TestScope::Harness),

@@ -1,11 +1,41 @@
 //! Events of a monitor's end: its actors stopped, or its graph run was
 //! quarantined, and the operator-facing summary of a quarantine.
 
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::InternalEvent;
 use crate::runtime::ExitReason;
 use crate::telemetry::handle::MonitorTelemetry;
+
+/// A start attempt waits for one of the worker's start slots (the worker
+/// starts a bounded number of monitors at once).
+#[derive(Debug, Clone, Copy)]
+pub struct StartQueued {
+    /// How many monitors the worker starts at once.
+    pub slots: usize,
+}
+
+impl InternalEvent for StartQueued {
+    fn emit(self, m: &MonitorTelemetry) {
+        debug!(monitor_id = %m.id(), slots = self.slots, "Start waits for a start slot.");
+        m.starting(&format!(
+            "waiting for a start slot (this worker starts {} monitors at once)",
+            self.slots
+        ));
+    }
+}
+
+/// A start attempt holds a start slot: reading and restoring the snapshot,
+/// the first checkpoint, subscribing.
+#[derive(Debug, Clone, Copy)]
+pub struct StartBegun;
+
+impl InternalEvent for StartBegun {
+    fn emit(self, m: &MonitorTelemetry) {
+        debug!(monitor_id = %m.id(), "Start begun.");
+        m.starting("starting: restoring the snapshot, first checkpoint, subscribing");
+    }
+}
 
 /// The monitor's actors stopped. Terminal reasons keep the monitor on the
 /// board (and the worker not ready) until it is removed; a transient

@@ -10,7 +10,7 @@
 //! - `checkpoints`: commits, failures, restores and ownership;
 //! - `connection`: the broker connection;
 //! - `health`: coverage gaps, silent readings, stalls;
-//! - `lifecycle`: a monitor's exit and a graph run's quarantine.
+//! - `lifecycle`: a monitor's start slot, its exit and a graph run's quarantine.
 
 mod checkpoints;
 mod connection;
@@ -31,7 +31,7 @@ pub use detection::{
     AlarmClosed, AlarmOpened, DetectorPhaseChanged, FrameScored, ModelOperationFinished,
 };
 pub use health::{CoverageGapClosed, MonitorStallCleared, MonitorStalled, NoDataChanged};
-pub use lifecycle::{GraphQuarantined, MonitorExited, quarantine_detail};
+pub use lifecycle::{GraphQuarantined, MonitorExited, StartBegun, StartQueued, quarantine_detail};
 pub use observations::{
     FramesEmitted, ObservationsAccepted, ObservationsReceived, ObservationsRejected,
     TimestampUnitMismatch,

@@ -114,8 +114,12 @@ pub async fn start(
 ) -> Result<Started, ExitReason> {
     let mut attempt = 1;
     loop {
+        metrics.emit(events::StartQueued {
+            slots: worker.start_slots,
+        });
         // A closed semaphore (shutdown) lets the start go ahead as before.
         let permit = worker.starts.acquire().await.ok();
+        metrics.emit(events::StartBegun);
         let once = start_once(
             worker.clone(),
             row.clone(),
