@@ -232,6 +232,45 @@ fn records_written_with_shared_numbers_are_written_as_serde_writes_each() {
     }
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The number cache reuses text only for the very same bits: many more
+    /// values than it has slots (so slots are taken over), written again
+    /// and again, thresholds and p-values alike, with zeros of both signs,
+    /// infinities and NaN among them.
+    #[test]
+    fn cached_numbers_are_written_as_serde_json_writes_them_afresh(
+        drawn in proptest::collection::vec(proptest::num::f64::ANY, 1..1500),
+        picks in proptest::collection::vec(proptest::prelude::any::<(usize, usize)>(), 1..2500),
+    ) {
+        let specials = [0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.0 / 101.0, 1.0];
+        let pool: Vec<f64> = specials.into_iter().chain(drawn).collect();
+        let mut numbers = super::JsonNumbers::default();
+        for (row, (t, p)) in picks.into_iter().enumerate() {
+            let record = ReplayRecord {
+                row: row as u64,
+                ts: DateTime::from_timestamp(1_583_748_873, 0).unwrap(),
+                phase: Phase::Monitoring,
+                score: Some(0.75),
+                threshold: Some(pool[t % pool.len()]),
+                p_value: Some(pool[p % pool.len()]),
+                flagged: false,
+                alarm_open: false,
+                alarm_event: None,
+                contributions: None,
+            };
+            let mut ours = Vec::new();
+            record.write_json_with(&mut ours, &mut numbers).unwrap();
+            proptest::prop_assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                serde_json::to_string(&record).unwrap(),
+                "row {}", row
+            );
+        }
+    }
+}
+
 #[test]
 fn timestamps_are_read_in_three_forms() {
     let want = DateTime::from_timestamp(1_583_748_873, 0);
