@@ -5,7 +5,7 @@ use chrono::DateTime;
 
 use super::{
     ReplayError, ReplayOptions, ReplayRecord,
-    cells::{parse_timestamp, parse_timestamp_bytes},
+    cells::{Timestamps, parse_timestamp, parse_timestamp_bytes},
     replay, replay_in_background,
 };
 use crate::{
@@ -266,6 +266,39 @@ proptest::proptest! {
                 String::from_utf8(ours).unwrap(),
                 serde_json::to_string(&record).unwrap(),
                 "row {}", row
+            );
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Timestamps read with the last date kept are those read afresh: rows
+    /// of a few dates in turn (valid or not: February 30th, month 13), times
+    /// valid or not (24:00:00, 10:61:00), a cell whose digit is not one, and
+    /// the other forms.
+    #[test]
+    fn timestamps_read_with_the_date_kept_are_read_as_afresh(
+        rows in proptest::collection::vec(
+            (0usize..4, 0u32..26, 0u32..62, 0u32..62, 0u8..12),
+            1..200,
+        ),
+    ) {
+        let dates = ["2020-03-09", "2020-03-10", "2020-02-30", "2020-13-01"];
+        let mut kept = Timestamps::default();
+        for (date, h, m, sec, form) in rows {
+            let mut text = format!("{} {h:02}:{m:02}:{sec:02}", dates[date]);
+            match form {
+                0 => text.push_str(".5"),
+                1 => text.replace_range(10..11, "T"),
+                2 => text.replace_range(15..16, "x"),
+                3 => text.replace_range(3..4, "x"),
+                4 => text = "1583748873000".to_string(),
+                _ => {}
+            }
+            proptest::prop_assert_eq!(
+                kept.parse(text.as_bytes()),
+                parse_timestamp_bytes(text.as_bytes()),
+                "{}", text
             );
         }
     }
