@@ -282,7 +282,12 @@ fn ks_distance_from_counts(count: &[usize], n: usize, b: &[f64]) -> f64 {
         if p == m {
             break;
         }
-        let next = b.partition_point(|c| *c <= b[p]);
+        // The first value of `b` above b[p]: `b` is sorted, so a step
+        // past b[p]'s ties (a binary search here cost a third of a refresh).
+        let mut next = p + 1;
+        while next < m && b[next] <= b[p] {
+            next += 1;
+        }
         below += count[2 * p + 1];
         d = d.max(gap(below, next));
         p = next;
