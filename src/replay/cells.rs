@@ -65,6 +65,53 @@ fn parse_f64(raw: &[u8]) -> Option<f64> {
     std::str::from_utf8(raw).ok()?.parse().ok()
 }
 
+/// [`parse_timestamp_bytes`] with the date of the last `YYYY-MM-DD
+/// hh:mm:ss` timestamp kept by its text: the rows of one day share it, so
+/// the calendar check runs once a day instead of once a row (it was a
+/// twentieth of the reading thread's time). Only the time of day is read
+/// for a row of the kept date, by the same digits and checks.
+#[derive(Debug, Default)]
+pub(super) struct Timestamps {
+    date: Option<([u8; 10], chrono::NaiveDate)>,
+}
+
+impl Timestamps {
+    pub(super) fn parse(&mut self, raw: &[u8]) -> Option<DateTime<Utc>> {
+        let Some((day, [h0, h1, i0, i1, s0, s1])) = common_form(raw) else {
+            return parse_timestamp_bytes(raw);
+        };
+        let date = match &self.date {
+            Some((text, date)) if text == day => *date,
+            _ => {
+                // The common form: read by the date and time's digits.
+                let ts = parse_timestamp_bytes(raw)?;
+                self.date = Some((*day, ts.date_naive()));
+                return Some(ts);
+            }
+        };
+        let n = |a: u8, b: u8| u32::from(a - b'0') * 10 + u32::from(b - b'0');
+        date.and_hms_opt(n(h0, h1), n(i0, i1), n(s0, s1))
+            .map(|t| t.and_utc())
+    }
+}
+
+/// A timestamp of the `YYYY-MM-DD hh:mm:ss` form that
+/// [`parse_timestamp_bytes`] reads directly: its date text and the six
+/// digits of its time.
+fn common_form(raw: &[u8]) -> Option<(&[u8; 10], [u8; 6])> {
+    let (day, rest) = raw.split_first_chunk::<10>()?;
+    let &[y0, y1, y2, y3, b'-', m0, m1, b'-', d0, d1] = day else {
+        return None;
+    };
+    let &[b' ', h0, h1, b':', i0, i1, b':', s0, s1] = rest else {
+        return None;
+    };
+    let time = [h0, h1, i0, i1, s0, s1];
+    let date = [y0, y1, y2, y3, m0, m1, d0, d1];
+    (date.iter().all(|d| d.is_ascii_digit()) && time.iter().all(u8::is_ascii_digit))
+        .then_some((day, time))
+}
+
 /// `parse_timestamp` on bytes, with the common `YYYY-MM-DD hh:mm:ss` form
 /// read directly (chrono's format parser dominated replay time).
 pub(super) fn parse_timestamp_bytes(raw: &[u8]) -> Option<DateTime<Utc>> {

@@ -54,9 +54,9 @@ impl ReplayRecord {
         out.write_all(b"\",\"score\":")?;
         write_number(out, self.score)?;
         out.write_all(b",\"threshold\":")?;
-        numbers.write_threshold(out, self.threshold)?;
+        numbers.write(out, self.threshold)?;
         out.write_all(b",\"p_value\":")?;
-        write_number(out, self.p_value)?;
+        numbers.write(out, self.p_value)?;
         out.write_all(if self.flagged {
             b",\"flagged\":true"
         } else {
@@ -79,29 +79,77 @@ impl ReplayRecord {
     }
 }
 
-/// The JSON text of the last threshold written: from the fit on, a
-/// replay's threshold is one number, so it is formatted once, not per row.
-#[derive(Debug, Default)]
+/// The JSON text of the numbers that repeat from record to record, by
+/// their bits: from the fit on a replay's threshold is one number, and its
+/// p-values are conformal ranks, a few hundred values at most, so each is
+/// formatted once instead of on every row (formatting a float was a twentieth
+/// of `radar detect`'s time). Scores are all different and not kept.
+///
+/// Direct-mapped: a value's slot is fixed by its bits, a slot keeps the last
+/// value written through it, and text is only reused for the very same bits,
+/// so what is written is always what [`write_number`] writes.
+#[derive(Debug)]
 pub struct JsonNumbers {
-    /// The threshold's bits and its text, as `write_number` writes it.
-    threshold: Option<(u64, Vec<u8>)>,
+    slots: Vec<CachedNumber>,
+}
+
+/// Slots of [`JsonNumbers`]; a power of two, 20 KiB in all.
+const NUMBER_SLOTS: usize = 512;
+/// Text kept per slot: serde_json's shortest round-trip form of a finite f64
+/// is at most 24 bytes (`-2.2250738585072014e-308`); anything longer would
+/// be written without the cache.
+const NUMBER_TEXT: usize = 24;
+
+#[derive(Debug, Clone, Copy)]
+struct CachedNumber {
+    bits: u64,
+    /// 0: the slot is empty.
+    len: u8,
+    text: [u8; NUMBER_TEXT],
+}
+
+impl Default for JsonNumbers {
+    fn default() -> Self {
+        let empty = CachedNumber {
+            bits: 0,
+            len: 0,
+            text: [0; NUMBER_TEXT],
+        };
+        Self {
+            slots: vec![empty; NUMBER_SLOTS],
+        }
+    }
 }
 
 impl JsonNumbers {
-    fn write_threshold(&mut self, out: &mut impl Write, value: Option<f64>) -> io::Result<()> {
-        let Some(v) = value else {
-            return write_number(out, None);
+    /// [`write_number`] of `value`, from the cache when the same bits were
+    /// written through its slot last.
+    fn write(&mut self, out: &mut impl Write, value: Option<f64>) -> io::Result<()> {
+        let v = match value {
+            Some(v) if v.is_finite() => v,
+            _ => return write_number(out, value),
         };
-        match &self.threshold {
-            Some((bits, text)) if *bits == v.to_bits() => out.write_all(text),
-            _ => {
-                let mut text = Vec::with_capacity(24);
-                write_number(&mut text, Some(v))?;
-                out.write_all(&text)?;
-                self.threshold = Some((v.to_bits(), text));
-                Ok(())
-            }
+        let bits = v.to_bits();
+        // Fibonacci hashing: the top bits of the product mix every bit.
+        let index =
+            (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - NUMBER_SLOTS.ilog2())) as usize;
+        let slot = &mut self.slots[index];
+        if slot.len != 0 && slot.bits == bits {
+            return out.write_all(&slot.text[..usize::from(slot.len)]);
         }
+        let mut text = [0u8; NUMBER_TEXT];
+        let mut rest: &mut [u8] = &mut text;
+        if write_number(&mut rest, value).is_err() {
+            // Longer than a slot holds (not expected): written uncached.
+            return write_number(out, value);
+        }
+        let len = NUMBER_TEXT - rest.len();
+        *slot = CachedNumber {
+            bits,
+            len: len as u8,
+            text,
+        };
+        out.write_all(&text[..len])
     }
 }
 

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     ReplayError, ReplayOptions,
-    cells::{Row, parse_timestamp_bytes},
+    cells::{Row, Timestamps},
 };
 use crate::config::MonitorConfig;
 
@@ -16,6 +16,7 @@ pub(super) struct Rows<R: Read> {
     reader: csv::Reader<R>,
     record: Row,
     time_index: usize,
+    timestamps: Timestamps,
     /// (reading index in the monitor, column index in the CSV).
     columns: Vec<(usize, usize)>,
     column_names: Vec<String>,
@@ -81,6 +82,7 @@ impl<R: Read> Rows<R> {
             reader,
             record: Row::default(),
             time_index,
+            timestamps: Timestamps::default(),
             columns,
             column_names: config.readings.iter().map(|r| r.name.clone()).collect(),
             row: 0,
@@ -105,10 +107,13 @@ impl<R: Read> Rows<R> {
         self.row += 1;
         let row = self.row;
         let raw_ts = self.record.cell(self.time_index);
-        let ts = parse_timestamp_bytes(raw_ts).ok_or_else(|| ReplayError::BadTimestamp {
-            row,
-            value: String::from_utf8_lossy(raw_ts).into_owned(),
-        })?;
+        let ts = self
+            .timestamps
+            .parse(raw_ts)
+            .ok_or_else(|| ReplayError::BadTimestamp {
+                row,
+                value: String::from_utf8_lossy(raw_ts).into_owned(),
+            })?;
         let bad = self
             .parse_values(values)
             .map(|(entry, reading, column)| BadCell {

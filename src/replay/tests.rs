@@ -5,7 +5,7 @@ use chrono::DateTime;
 
 use super::{
     ReplayError, ReplayOptions, ReplayRecord,
-    cells::{parse_timestamp, parse_timestamp_bytes},
+    cells::{Timestamps, parse_timestamp, parse_timestamp_bytes},
     replay, replay_in_background,
 };
 use crate::{
@@ -229,6 +229,78 @@ fn records_written_with_shared_numbers_are_written_as_serde_writes_each() {
             serde_json::to_string(&record).unwrap(),
             "row {row}"
         );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The number cache reuses text only for the very same bits: many more
+    /// values than it has slots (so slots are taken over), written again
+    /// and again, thresholds and p-values alike, with zeros of both signs,
+    /// infinities and NaN among them.
+    #[test]
+    fn cached_numbers_are_written_as_serde_json_writes_them_afresh(
+        drawn in proptest::collection::vec(proptest::num::f64::ANY, 1..1500),
+        picks in proptest::collection::vec(proptest::prelude::any::<(usize, usize)>(), 1..2500),
+    ) {
+        let specials = [0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.0 / 101.0, 1.0];
+        let pool: Vec<f64> = specials.into_iter().chain(drawn).collect();
+        let mut numbers = super::JsonNumbers::default();
+        for (row, (t, p)) in picks.into_iter().enumerate() {
+            let record = ReplayRecord {
+                row: row as u64,
+                ts: DateTime::from_timestamp(1_583_748_873, 0).unwrap(),
+                phase: Phase::Monitoring,
+                score: Some(0.75),
+                threshold: Some(pool[t % pool.len()]),
+                p_value: Some(pool[p % pool.len()]),
+                flagged: false,
+                alarm_open: false,
+                alarm_event: None,
+                contributions: None,
+            };
+            let mut ours = Vec::new();
+            record.write_json_with(&mut ours, &mut numbers).unwrap();
+            proptest::prop_assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                serde_json::to_string(&record).unwrap(),
+                "row {}", row
+            );
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Timestamps read with the last date kept are those read afresh: rows
+    /// of a few dates in turn (valid or not: February 30th, month 13), times
+    /// valid or not (24:00:00, 10:61:00), a cell whose digit is not one, and
+    /// the other forms.
+    #[test]
+    fn timestamps_read_with_the_date_kept_are_read_as_afresh(
+        rows in proptest::collection::vec(
+            (0usize..4, 0u32..26, 0u32..62, 0u32..62, 0u8..12),
+            1..200,
+        ),
+    ) {
+        let dates = ["2020-03-09", "2020-03-10", "2020-02-30", "2020-13-01"];
+        let mut kept = Timestamps::default();
+        for (date, h, m, sec, form) in rows {
+            let mut text = format!("{} {h:02}:{m:02}:{sec:02}", dates[date]);
+            match form {
+                0 => text.push_str(".5"),
+                1 => text.replace_range(10..11, "T"),
+                2 => text.replace_range(15..16, "x"),
+                3 => text.replace_range(3..4, "x"),
+                4 => text = "1583748873000".to_string(),
+                _ => {}
+            }
+            proptest::prop_assert_eq!(
+                kept.parse(text.as_bytes()),
+                parse_timestamp_bytes(text.as_bytes()),
+                "{}", text
+            );
+        }
     }
 }
 

@@ -87,7 +87,7 @@ pub fn run(args: DetectArgs) -> anyhow::Result<()> {
         let record = record.with_context(|| format!("replaying {}", args.csv.display()))?;
         if args.json {
             record.write_json_with(&mut out, &mut numbers)?;
-            writeln!(out)?;
+            out.write_all(b"\n")?;
         } else {
             write_row(&mut out, &record)?;
         }

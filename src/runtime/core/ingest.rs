@@ -208,7 +208,7 @@ impl MonitorCore {
                 }
                 Outcome::Buffered { .. } => None,
                 Outcome::Scored(scored) => {
-                    self.record_scored(*scored, step);
+                    self.record_scored(scored, step);
                     None
                 }
             },
@@ -240,7 +240,9 @@ impl MonitorCore {
         step.frame = Some(frame);
     }
 
-    fn record_scored(&mut self, scored: Scored, step: &mut Step) {
+    /// Boxed until it lands in `step`: moved out of its box once, not
+    /// through a copy on the stack first (a replay does this every row).
+    fn record_scored(&mut self, scored: Box<Scored>, step: &mut Step) {
         let frame_seq = self.counters.frames + 1;
         if scored.flagged {
             self.counters.frames_flagged += 1;
@@ -267,7 +269,7 @@ impl MonitorCore {
             flagged: scored.flagged,
             alarm_event: scored.alarm_event.clone(),
         });
-        step.scored = Some(scored);
+        step.scored = Some(*scored);
     }
 
     /// An alarm opening or closing, as a whole alarm row.
