@@ -323,6 +323,10 @@ fn results_leave_with_a_commit_or_once_at_the_end_of_their_batch() {
         flagged += flags(&out);
         evidence += evidence_in(&out);
         assert!(results(&out).len() <= 1);
+        assert!(
+            rt.results.is_empty(),
+            "frame {i}: results kept past their batch"
+        );
     }
     assert!(flagged > 0, "the outliers are flagged");
     assert_eq!(evidence, flagged, "each flagged frame's evidence left once");
