@@ -5,10 +5,10 @@
 //! results, results alone, observer notices, a quarantine, the drain — with
 //! the view to publish and whether it needs the clock), its lifecycle
 //! (`lifecycle`: only a live model ingests, fits or seals; drained,
-//! quarantined and halted states cannot), checkpoint triggers, retry
-//! pauses, shard assignment, exit reasons, ownership and the start plan
-//! (`start`: fresh, restore or refuse, and the exit a refused graph run
-//! takes). `radar-actors` carries them out: its model actor is a thin
+//! quarantined, ownership-lost and stopped states cannot), checkpoint
+//! triggers, retry pauses, shard assignment, exit reasons, ownership and
+//! the start plan (`start`: fresh, restore or refuse, and the exit a
+//! refused graph run takes). `radar-actors` carries them out: its model actor is a thin
 //! interpreter of the runtime's effects.
 //!
 //! # The path of one message

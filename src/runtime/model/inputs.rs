@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::{Clock, CommitOutcome, Effect, Effects, ModelRuntime, Output, steps::not_live};
 use crate::{
     mqtt::{ConnectionEvent, RawMessage, payload::PayloadRejection},
-    runtime::{ExitReason, Lifecycle, Trigger},
+    runtime::{ExitReason, Trigger},
 };
 
 impl<E: Effects, C: Clock> ModelRuntime<E, C> {
@@ -14,7 +14,7 @@ impl<E: Effects, C: Clock> ModelRuntime<E, C> {
     /// scored one by one while the model is live. What no snapshot sealed
     /// in the batch took along leaves as one `Results` effect at its end.
     pub fn ingest(&mut self, messages: Vec<RawMessage>) -> Output {
-        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
+        if self.lifecycle.has_ended() {
             // Nothing more, not even a view.
             return self.output();
         }
@@ -97,7 +97,7 @@ impl<E: Effects, C: Clock> ModelRuntime<E, C> {
 
     /// A snapshot committed, or could not be: settles its attempt.
     pub fn committed(&mut self, outcome: CommitOutcome) -> Output {
-        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
+        if self.lifecycle.has_ended() {
             return self.output();
         }
         if outcome.committed {
@@ -118,7 +118,7 @@ impl<E: Effects, C: Clock> ModelRuntime<E, C> {
     /// A background evidence batch, started at `started`, committed or
     /// failed. Failed batches count toward the stall timeout.
     pub fn batch_settled(&mut self, committed: bool, started: Instant) -> Output {
-        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
+        if self.lifecycle.has_ended() {
             return self.output();
         }
         if committed {
@@ -131,7 +131,7 @@ impl<E: Effects, C: Clock> ModelRuntime<E, C> {
 
     /// The connection changed: coverage records outages, silence restarts.
     pub fn connection(&mut self, event: &ConnectionEvent) -> Output {
-        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
+        if self.lifecycle.has_ended() {
             return self.output();
         }
         let mut changed = self.lifecycle.record_connection(event);

@@ -170,7 +170,7 @@ pub struct ModelSetup {
 
 /// The model side of one monitor: what it holds and decides.
 pub struct ModelRuntime<E: Effects, C: Clock = SystemClock> {
-    /// The monitor's id, for the log lines of every state (a halted
+    /// The monitor's id, for the log lines of every state (an ended
     /// lifecycle keeps nothing else).
     id: Uuid,
     /// The model and what its state still allows: only a live one ingests,

@@ -267,6 +267,7 @@ fn only_a_live_model_emits_a_commit_and_a_drained_one_never_again() {
     assert_eq!(handed.len(), 1);
     assert!(handed[0].last);
     assert_eq!(handed[0].trigger, Trigger::Shutdown);
+    let last = handed[0].clone();
     assert!(matches!(out.effects.last(), Some(Effect::Drained)));
     assert!(!out.needs_tick, "a drained model has nothing to fall due");
 
@@ -288,12 +289,21 @@ fn only_a_live_model_emits_a_commit_and_a_drained_one_never_again() {
         "drained only once"
     );
 
-    rt.halt(ExitReason::Stopped);
-    let out = run!(rt.ingest(frame(&clock, 2, false)));
-    assert!(
-        out.effects.is_empty() && out.view.is_none(),
-        "halted: nothing"
-    );
+    rt.halt(ExitReason::OwnershipLost {
+        detail: "a successor committed".into(),
+    });
+    assert!(rt.lifecycle().has_ended());
+    for out in [
+        run!(rt.ingest(frame(&clock, 2, false))),
+        run!(rt.committed(settle(&last, true))),
+        run!(rt.connection(&disconnected)),
+        run!(rt.tick()),
+    ] {
+        assert!(
+            out.effects.is_empty() && out.view.is_none() && !out.needs_tick,
+            "ended: nothing, not even a view: {out:?}"
+        );
+    }
     assert!(checkpoint_now(&mut rt).0.is_err());
 }
 
@@ -346,49 +356,6 @@ fn evidence_in(out: &Out) -> usize {
     handed + left
 }
 
-#[cfg(feature = "fault-injection")]
-#[test]
-fn a_quarantined_model_hands_on_what_it_had_and_never_commits_again() {
-    use crate::graph::{CompiledGraph, GraphBinding, GraphDefinition, tests::small};
-    let graph = CompiledGraph::compile(
-        GraphDefinition::from_json(small(Some(serde_json::json!(
-            {"id": "boom", "type": "fail_after", "params": {"updates": 3, "mode": "uncertain"}, "layout": {"x": 0, "y": 0}}
-        ))))
-        .unwrap(),
-    )
-    .unwrap();
-    let binding = GraphBinding {
-        graph_id: Uuid::nil(),
-        graph: "small".into(),
-        revision: 1,
-        run_id: Uuid::from_u128(7),
-        semantics_hash: graph.semantics_hash().to_string(),
-    };
-    let config = graph.monitor_config("small.r1.g1".into(), binding);
-    let core = MonitorCore::fresh_graph(ID, config.clone(), graph, at(0)).unwrap();
-    let clock = TestClock::new();
-    let mut rt = runtime_of(config, core, &clock);
-    let batch: Vec<RawMessage> = (0..6).flat_map(|i| frame(&clock, i, false)).collect();
-    let out = run!(rt.ingest(batch));
-    assert!(
-        matches!(out.effects.last(), Some(Effect::Quarantined(_))),
-        "{:?}",
-        out.effects
-    );
-    assert_eq!(
-        out.view.map(|v| v.consumed),
-        Some(8),
-        "none after the failing one"
-    );
-    assert!(!out.needs_tick);
-    assert!(checkpoint_now(&mut rt).0.is_err());
-    for out in [
-        run!(rt.ingest(frame(&clock, 7, false))),
-        run!(rt.tick()),
-        run!(rt.input_ended()),
-    ] {
-        assert!(out.effects.is_empty(), "{:?}", out.effects);
-    }
-}
-
 mod props;
+#[cfg(feature = "fault-injection")]
+mod quarantine;

@@ -80,7 +80,7 @@ fn view_of(
 }
 
 impl<E: Effects, C: Clock> ModelRuntime<E, C> {
-    /// The model's view as it is now, for the first publication; a halted
+    /// The model's view as it is now, for the first publication; an ended
     /// model has none.
     pub fn view(&mut self) -> Option<ModelView> {
         let facts = self.lifecycle.facts()?;
@@ -110,7 +110,7 @@ impl<E: Effects, C: Clock> ModelRuntime<E, C> {
         Some(view)
     }
 
-    /// Publishes the view (an effect); a halted model has nothing to show.
+    /// Publishes the view (an effect); an ended model has nothing to show.
     /// Every input that changes what the view shows publishes it; the
     /// interpreter calls this once more for the first publication.
     pub fn publish(&mut self) {
