@@ -356,6 +356,7 @@ fn evidence_in(out: &Out) -> usize {
     handed + left
 }
 
+mod clock;
 mod props;
 #[cfg(feature = "fault-injection")]
 mod quarantine;
