@@ -66,7 +66,7 @@
 //! | messages model <-> checkpoint per commit | 2, with or without results | 2, with or without results |
 //! | `NewResults` | one per input batch, only for results no snapshot took | the same, as at most one `Effect::Results` per batch |
 //! | ModelActor entries | 2 (the batch, the report) | 2 |
-//! | where the decisions are | `ModelActor` (18 fields across five files) | `ModelRuntime`, unit- and property-tested without actix (runtime/model/tests.rs); `ModelActor` holds the runtime, three addresses, the tick and the span |
+//! | where the decisions are | `ModelActor` (22 fields; five files, 941 lines) | `ModelRuntime`, unit- and property-tested without actix (runtime/model/tests.rs and tests/); `ModelActor` holds the runtime, the tick and the span, and its `Interpreter` sink the two addresses, the view sender and the observer (three files, 326 lines) |
 //!
 //! # Reconnection
 //!
