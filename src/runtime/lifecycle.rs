@@ -5,16 +5,22 @@
 //! export a snapshot. Every other state keeps its core behind [`Retired`],
 //! which can be read and can record what still happens around it (a
 //! connection change, a silence, a commit that ends a stall) but has no way
-//! to score or to be sealed. [`Lifecycle::Halted`] keeps no core at all. So
-//! once a monitor has sealed its last snapshot, been quarantined or been
-//! halted (ownership lost included), no code path can score or checkpoint
-//! it again: there is nothing to call.
+//! to score or to be sealed. The two ended states,
+//! [`Lifecycle::OwnershipLost`] and [`Lifecycle::Stopped`], keep no core at
+//! all. So once a monitor has sealed its last snapshot, been quarantined,
+//! lost its ownership or stopped, no code path can score or checkpoint it
+//! again: there is nothing to call.
+//!
+//! The issue's names for these states: running and stalled are `Live`
+//! (below), draining is `Drained`, then `Quarantined`, `OwnershipLost` and
+//! `Stopped`.
 //!
 //! ```text
 //!   Live ──(input ended, last snapshot sealed)──> Drained
 //!    │  ──(a graph node failed uncertainly)─────> Quarantined
 //!    └──────────────┬─────────────────────────────────┘
-//!                   └──(halt: any exit reason)──> Halted
+//!                   ├──(halt: a successor committed)──> OwnershipLost
+//!                   └──(halt: any other exit reason)──> Stopped
 //! ```
 //!
 //! A live monitor whose checkpoints stopped committing is stalled
@@ -49,9 +55,12 @@ pub enum Lifecycle {
         core: Retired,
         diagnostics: FailureDiagnostics,
     },
-    /// The monitor ended (stopped, ownership lost, quarantine recorded...):
-    /// the model does nothing more and keeps nothing.
-    Halted(ExitReason),
+    /// Another worker committed a successor snapshot: this model keeps
+    /// nothing and does nothing more.
+    OwnershipLost { detail: String },
+    /// The monitor ended for any other reason (a graceful stop, a recorded
+    /// quarantine, a failure): the model keeps nothing and does nothing more.
+    Stopped(ExitReason),
 }
 
 impl Lifecycle {
@@ -88,8 +97,14 @@ impl Lifecycle {
         match self {
             Self::Live(core) => Some(Facts(core)),
             Self::Drained(core) | Self::Quarantined { core, .. } => Some(Facts(&core.0)),
-            Self::Halted(_) => None,
+            Self::OwnershipLost { .. } | Self::Stopped(_) => None,
         }
+    }
+
+    /// Whether the monitor ended (ownership lost or stopped): the model
+    /// keeps nothing, not even a view.
+    pub fn has_ended(&self) -> bool {
+        matches!(self, Self::OwnershipLost { .. } | Self::Stopped(_))
     }
 
     /// Why the model seals nothing in this state; `None` while live.
@@ -100,7 +115,10 @@ impl Lifecycle {
             Self::Quarantined { .. } => {
                 Some("the monitor is quarantined; it never exports a snapshot again")
             }
-            Self::Halted(_) => Some("the monitor is halted"),
+            Self::OwnershipLost { .. } => {
+                Some("the monitor's ownership was lost to another worker")
+            }
+            Self::Stopped(_) => Some("the monitor is stopped"),
         }
     }
 
@@ -133,9 +151,13 @@ impl Lifecycle {
         self.retire(Self::Drained)
     }
 
-    /// A terminal state from the monitor: the core is dropped.
+    /// A terminal state from the monitor: the core is dropped. A lost
+    /// ownership is a state of its own; every other reason stops.
     pub fn halt(&mut self, reason: ExitReason) {
-        *self = Self::Halted(reason);
+        *self = match reason {
+            ExitReason::OwnershipLost { detail } => Self::OwnershipLost { detail },
+            other => Self::Stopped(other),
+        };
     }
 
     /// Records a connection change in the coverage history (any state that
@@ -172,7 +194,7 @@ impl Lifecycle {
         if !matches!(self, Self::Live(_)) {
             return false;
         }
-        let Self::Live(core) = std::mem::replace(self, Self::Halted(ExitReason::Stopped)) else {
+        let Self::Live(core) = std::mem::replace(self, Self::Stopped(ExitReason::Stopped)) else {
             return false;
         };
         *self = to(Retired(core));
@@ -186,7 +208,7 @@ impl Lifecycle {
         match self {
             Self::Live(core) => Some(core),
             Self::Drained(core) | Self::Quarantined { core, .. } => Some(&mut core.0),
-            Self::Halted(_) => None,
+            Self::OwnershipLost { .. } | Self::Stopped(_) => None,
         }
     }
 }

@@ -8,7 +8,8 @@
 //!   the failure (until it commits or an explicit stop), then the monitor exits.
 //!   `handlers` holds the messages it takes and what it does with them.
 //! - `ingestion`: the MQTT reconnect owner and its connection events.
-//! - `model`: alignment, scoring and snapshot encoding on a model thread.
+//! - `model`: alignment, scoring and snapshot encoding on a model thread;
+//!   the interpreter of `radar::runtime::ModelRuntime`, which decides.
 //! - `checkpoint`: the fenced writer of snapshots, alarms and evidence.
 //! - `health`: state, stall detection and the operational status.
 

@@ -13,7 +13,6 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use chrono::{DateTime, Utc};
 use tokio::sync::{broadcast, watch};
 use uuid::Uuid;
 
@@ -22,29 +21,9 @@ use crate::monitor::{CheckpointView, ModelView};
 /// Notices kept for a reader that falls behind.
 const NOTICE_CAPACITY: usize = 4096;
 
-/// What a monitor's model reported, as it happened.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Notice {
-    /// A scored frame above the threshold.
-    Flagged {
-        monitor_id: Uuid,
-        ts: DateTime<Utc>,
-        /// Per required reading, its share of the frame's raw score.
-        contributions: Vec<f64>,
-    },
-    AlarmOpened {
-        monitor_id: Uuid,
-        seq: u64,
-        ts: DateTime<Utc>,
-        peak_score: f64,
-    },
-    AlarmClosed {
-        monitor_id: Uuid,
-        seq: u64,
-        ts: DateTime<Utc>,
-        peak_score: f64,
-    },
-}
+/// What a monitor's model reported, as it happened: the model runtime's
+/// `Notice` effects.
+pub use radar::runtime::Notice;
 
 /// One started monitor, as its actors publish it.
 #[derive(Debug, Clone)]
@@ -111,6 +90,7 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::Utc;
 
     #[test]
     fn notices_without_a_subscriber_are_dropped_and_a_subscriber_sees_later_ones() {

@@ -113,7 +113,26 @@ fn a_halted_monitor_keeps_nothing_and_refuses_everything() {
     assert!(!lifecycle.record_silence(&SilenceChange::Started { from: at(50) }));
     assert!(!lifecycle.resume(Utc::now()));
     assert!(!lifecycle.drain());
-    assert_eq!(lifecycle.why_not_live(), Some("the monitor is halted"));
+    assert!(lifecycle.has_ended());
+    assert!(matches!(
+        &lifecycle,
+        Lifecycle::OwnershipLost { detail } if detail == "a successor committed"
+    ));
+}
+
+#[test]
+fn any_other_exit_stops_the_monitor_with_its_reason() {
+    let mut lifecycle = live();
+    lifecycle.halt(ExitReason::Failed {
+        error: "the database went away".into(),
+    });
+    assert_cannot_score_or_seal(&mut lifecycle);
+    assert!(lifecycle.has_ended());
+    assert!(matches!(
+        &lifecycle,
+        Lifecycle::Stopped(ExitReason::Failed { .. })
+    ));
+    assert_eq!(lifecycle.why_not_live(), Some("the monitor is stopped"));
 }
 
 /// One input to the lifecycle in the property below.

@@ -7,7 +7,7 @@ use std::time::Instant;
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 use radar::{
-    runtime::ExitReason,
+    runtime::{ExitReason, SnapshotHandoff},
     snapshot::{FencingToken, SealedSnapshot},
     store::{
         AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim, HealthReporter,
@@ -17,7 +17,7 @@ use radar::{
 };
 use tokio::sync::oneshot;
 
-use super::{CheckpointActor, Slot, SnapshotReady};
+use super::{CheckpointActor, Slot};
 use crate::monitor::model::ContinueAlarms;
 
 /// What the first write needs, and who waits for its outcome.
@@ -62,7 +62,7 @@ impl CheckpointActor {
     pub(super) fn commit_first(
         &mut self,
         first: FirstWrite,
-        next: SnapshotReady,
+        next: SnapshotHandoff,
         ctx: &mut Context<Self>,
     ) {
         let FirstWrite {

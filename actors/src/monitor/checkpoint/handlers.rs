@@ -4,8 +4,7 @@
 use actix::prelude::*;
 use radar::{
     graph::FailureDiagnostics,
-    runtime::{Attempt, Trigger},
-    snapshot::SealedSnapshot,
+    runtime::SnapshotHandoff,
     store::{GraphStore, PendingResults},
 };
 use tokio::sync::oneshot;
@@ -20,15 +19,7 @@ use crate::monitor::messages::Halt;
 /// replaces an older one that has not started committing.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SnapshotReady {
-    pub sealed: SealedSnapshot,
-    pub results: PendingResults,
-    pub trigger: Trigger,
-    /// The checkpoint attempt the outcome is reported for.
-    pub attempt: Attempt,
-    /// The last snapshot of a graceful stop: its outcome ends the monitor.
-    pub last: bool,
-}
+pub struct SnapshotReady(pub SnapshotHandoff);
 
 /// Model -> checkpoint: alarms and evidence that no snapshot took along
 /// (none was sealed in the batch that produced them). Between checkpoints
@@ -54,13 +45,13 @@ pub struct RecordFailure {
 impl Handler<SnapshotReady> for CheckpointActor {
     type Result = ();
 
-    fn handle(&mut self, mut msg: SnapshotReady, ctx: &mut Self::Context) {
+    fn handle(&mut self, SnapshotReady(mut next): SnapshotReady, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        let results = std::mem::take(&mut msg.results);
+        let results = std::mem::take(&mut next.results);
         if !self.queue(results) {
             return;
         }
-        self.next = Some(msg);
+        self.next = Some(next);
         self.drive(ctx);
         self.arm(ctx);
     }

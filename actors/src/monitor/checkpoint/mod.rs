@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use chrono::Utc;
 use radar::{
-    runtime::RetryBackoff,
+    runtime::{CommitOutcome, RetryBackoff, SnapshotHandoff},
     store::{CheckpointWriter, PendingResults},
     telemetry::MonitorTelemetry,
 };
@@ -70,7 +70,7 @@ pub struct CheckpointActor {
     slot: Slot,
     pending: PendingResults,
     /// The newest sealed snapshot not yet committing.
-    next: Option<SnapshotReady>,
+    next: Option<SnapshotHandoff>,
     /// When the current last snapshot was first tried (graceful stop).
     last_since: Option<Instant>,
     /// How long the last snapshot is retried before the stop gives up.
@@ -159,13 +159,13 @@ impl CheckpointActor {
 
     /// Tells the model how a snapshot's commit ended: the one place a
     /// commit report comes from, the first checkpoint's included.
-    fn report(&self, committed: bool, next: &SnapshotReady) {
-        self.model.do_send(CommitReport {
+    fn report(&self, committed: bool, next: &SnapshotHandoff) {
+        self.model.do_send(CommitReport(CommitOutcome {
             committed,
             attempt: next.attempt,
             trigger: Some(next.trigger),
             wall: Utc::now(),
-        });
+        }));
     }
 
     fn publish_pending(&self) {

@@ -9,11 +9,12 @@ use std::time::Instant;
 use actix::prelude::*;
 use chrono::Utc;
 use radar::{
+    runtime::SnapshotHandoff,
     store::{CheckpointWriter, StoreError, WriteOutcome},
     telemetry::{CheckpointFailure, events},
 };
 
-use super::{CheckpointActor, RecordFailure, Slot, SnapshotReady};
+use super::{CheckpointActor, RecordFailure, Slot};
 use crate::monitor::{
     handlers::{FailureOutcome, FailureSettled, LastSnapshotSettled, LostOwnership},
     model::BatchSettled,
@@ -69,7 +70,7 @@ impl CheckpointActor {
     pub(super) fn commit_snapshot(
         &mut self,
         writer: CheckpointWriter,
-        next: SnapshotReady,
+        next: SnapshotHandoff,
         ctx: &mut Context<Self>,
     ) {
         let included = (self.pending.alarms.len(), self.pending.evidence.len());
@@ -128,7 +129,7 @@ impl CheckpointActor {
     pub(super) fn committed(
         &mut self,
         writer: CheckpointWriter,
-        next: &SnapshotReady,
+        next: &SnapshotHandoff,
         started: Instant,
         included: (usize, usize),
     ) {

@@ -1,19 +1,19 @@
-//! The messages the model actor takes and its stream handler.
+//! The messages the model actor takes and its stream handler: each calls
+//! one input of the runtime and carries out its output.
 
 use std::time::Instant;
 
 use actix::prelude::*;
-use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use radar::{
     mqtt::{ConnectionEvent, RawMessage},
-    runtime::{Attempt, Lifecycle, Trigger},
+    runtime::{CommitOutcome, Trigger},
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{BATCH, ModelActor};
-use crate::monitor::{handlers::InputDrained, messages::Halt};
+use crate::monitor::messages::Halt;
 
 /// Monitor -> model: start consuming the ingress queue.
 #[derive(Message)]
@@ -49,14 +49,7 @@ pub struct ContinueAlarms {
 /// Checkpoint -> model: a snapshot committed (or could not be).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct CommitReport {
-    pub committed: bool,
-    /// The attempt that committed or failed.
-    pub attempt: Attempt,
-    /// The trigger of the snapshot, to retry it when the commit failed.
-    pub trigger: Option<Trigger>,
-    pub wall: DateTime<Utc>,
-}
+pub struct CommitReport(pub CommitOutcome);
 
 /// Checkpoint -> model: a background evidence batch, started at `started`,
 /// committed or failed. Failed batches count toward the stall timeout.
@@ -70,63 +63,16 @@ pub struct BatchSettled {
 impl StreamHandler<Vec<RawMessage>> for ModelActor {
     fn handle(&mut self, messages: Vec<RawMessage>, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
-            // Nothing more, not even a view.
-            return;
-        }
-        for message in messages {
-            if self.lifecycle.as_live().is_none() {
-                // Quarantined: no graph call after the failing one.
-                break;
-            }
-            self.consumed += 1;
-            let now = message.processing_time(Instant::now());
-            let parsed = message.observation(&self.format, self.max_payload_bytes);
-            if parsed == Err(radar::mqtt::payload::PayloadRejection::TimestampUnit) {
-                let m = &mut self.unit_mismatches;
-                m.count += 1;
-                if m.first.is_none() {
-                    m.first = Some((message.reading, self.format.unit_hint(&message.payload)));
-                }
-            }
-            let reading = parsed.as_ref().ok().map(|o| (o.reading, o.received_at));
-            let Some(step) = self.lifecycle.ingest(parsed, now) else {
-                break;
-            };
-            if step.rejected.is_none()
-                && let Some((reading, received_at)) = reading
-            {
-                self.silence.accepted(reading, received_at);
-            }
-            if step.frame.is_some() {
-                let change = self.silence.frame(now);
-                self.silence_changed(change);
-            }
-            self.record(&step);
-            self.after_step(step);
-        }
-        // What no snapshot of this batch took along is written by a
-        // background evidence batch.
-        self.send_results();
-        if let Some(facts) = self.lifecycle.facts() {
-            self.tally.flush(facts.counters(), &self.metrics);
-        }
-        self.log_unit_mismatches();
-        self.publish();
-        self.arm(ctx);
+        let output = self.runtime.ingest(messages);
+        self.after(output, ctx);
     }
 
-    /// The queue ended because ingestion stopped: take the last snapshot,
-    /// unless quarantined (a quarantined monitor never seals again).
-    fn finished(&mut self, _: &mut Self::Context) {
+    /// The queue ended because ingestion stopped: the last snapshot,
+    /// unless the model is not live.
+    fn finished(&mut self, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if self.lifecycle.as_live().is_none() {
-            return;
-        }
-        self.checkpoint_now(Trigger::Shutdown, true);
-        self.lifecycle.drain();
-        self.publish();
-        self.monitor.do_send(InputDrained);
+        let output = self.runtime.input_ended();
+        self.after(output, ctx);
     }
 }
 
@@ -144,13 +90,9 @@ impl Handler<CheckpointNow> for ModelActor {
 
     fn handle(&mut self, msg: CheckpointNow, ctx: &mut Self::Context) -> Self::Result {
         let _span = self.span.clone().entered();
-        if self.lifecycle.as_live().is_none() {
-            return Err(self.not_live());
-        }
-        self.policy.request(msg.trigger, Instant::now());
-        let handed = self.hand_off(msg.trigger, false);
+        let (handed, output) = self.runtime.checkpoint_now(msg.trigger);
         // The stall clock runs from here until the commit report.
-        self.arm(ctx);
+        self.after(output, ctx);
         handed
     }
 }
@@ -159,7 +101,7 @@ impl Handler<ContinueAlarms> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, msg: ContinueAlarms, _: &mut Self::Context) {
-        self.lifecycle.continue_alarms_after(msg.after);
+        self.runtime.continue_alarms(msg.after);
     }
 }
 
@@ -168,20 +110,8 @@ impl Handler<CommitReport> for ModelActor {
 
     fn handle(&mut self, msg: CommitReport, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
-            return;
-        }
-        if msg.committed {
-            self.policy.committed(msg.attempt);
-            if self.lifecycle.resume(msg.wall) {
-                tracing::info!(monitor_id = %self.id, "A checkpoint committed again; the model advances.");
-                self.policy.request(Trigger::CoverageChange, Instant::now());
-            }
-        } else {
-            self.policy.failed(msg.attempt, msg.trigger, Instant::now());
-        }
-        self.publish();
-        self.arm(ctx);
+        let output = self.runtime.committed(msg.0);
+        self.after(output, ctx);
     }
 }
 
@@ -189,15 +119,8 @@ impl Handler<BatchSettled> for ModelActor {
     type Result = ();
 
     fn handle(&mut self, msg: BatchSettled, ctx: &mut Self::Context) {
-        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
-            return;
-        }
-        if msg.committed {
-            self.policy.batch_committed();
-        } else {
-            self.policy.batch_failed(msg.started);
-        }
-        self.arm(ctx);
+        let output = self.runtime.batch_settled(msg.committed, msg.started);
+        self.after(output, ctx);
     }
 }
 
@@ -206,25 +129,8 @@ impl Handler<Connection> for ModelActor {
 
     fn handle(&mut self, msg: Connection, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        if matches!(self.lifecycle, Lifecycle::Halted(_)) {
-            return;
-        }
-        let mut changed = self.lifecycle.record_connection(&msg.event);
-        match &msg.event {
-            ConnectionEvent::Connected { at, .. } => self.silence.connected(*at),
-            ConnectionEvent::Disconnected { at, .. } => {
-                if let Some(change) = self.silence.disconnected(*at) {
-                    changed |= self.lifecycle.record_silence(&change);
-                }
-            }
-            _ => {}
-        }
-        if changed {
-            self.policy.request(Trigger::CoverageChange, Instant::now());
-            self.checkpoint_if_due();
-        }
-        self.publish();
-        self.arm(ctx);
+        let output = self.runtime.connection(&msg.event);
+        self.after(output, ctx);
     }
 }
 
@@ -233,8 +139,7 @@ impl Handler<Halt> for ModelActor {
 
     fn handle(&mut self, msg: Halt, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
-        tracing::info!(monitor_id = %self.id, reason = %msg.reason, "Model halted.");
-        self.lifecycle.halt(msg.reason);
+        self.runtime.halt(msg.reason);
         ctx.stop();
     }
 }
