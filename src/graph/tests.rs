@@ -75,6 +75,25 @@ pub(crate) fn small(extra_node: Option<Value>) -> Value {
     })
 }
 
+/// [`small`] with a `fail_after` node that fails uncertainly on its
+/// fourth update, compiled, and its monitor bound to run 7: the graph that
+/// quarantines a run.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn failing_on_fourth_update() -> (CompiledGraph, crate::config::MonitorConfig) {
+    let graph = compiled(small(Some(json!(
+        {"id": "boom", "type": "fail_after", "params": {"updates": 3, "mode": "uncertain"}, "layout": {"x": 0, "y": 0}}
+    ))));
+    let binding = GraphBinding {
+        graph_id: Uuid::nil(),
+        graph: "small".into(),
+        revision: 1,
+        run_id: Uuid::from_u128(7),
+        semantics_hash: graph.semantics_hash().to_string(),
+    };
+    let config = graph.monitor_config("small.r1.g1".into(), binding);
+    (graph, config)
+}
+
 fn frame(i: i64) -> Frame {
     let x = i as f64;
     Frame {

@@ -213,22 +213,7 @@ proptest::proptest! {
 #[cfg(feature = "fault-injection")]
 #[test]
 fn the_step_that_fails_a_graph_node_uncertainly_quarantines_the_lifecycle() {
-    use crate::graph::{CompiledGraph, GraphBinding, GraphDefinition, tests::small};
-    let graph = CompiledGraph::compile(
-        GraphDefinition::from_json(small(Some(serde_json::json!(
-            {"id": "boom", "type": "fail_after", "params": {"updates": 3, "mode": "uncertain"}, "layout": {"x": 0, "y": 0}}
-        ))))
-        .unwrap(),
-    )
-    .unwrap();
-    let binding = GraphBinding {
-        graph_id: Uuid::nil(),
-        graph: "small".into(),
-        revision: 1,
-        run_id: Uuid::from_u128(7),
-        semantics_hash: graph.semantics_hash().to_string(),
-    };
-    let config = graph.monitor_config("small.r1.g1".into(), binding);
+    let (graph, config) = crate::graph::tests::failing_on_fourth_update();
     let core = MonitorCore::fresh_graph(Uuid::from_u128(1), config, graph, at(0)).unwrap();
     let mut lifecycle = Lifecycle::new(core);
     for i in 0..3 {

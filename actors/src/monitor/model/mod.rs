@@ -9,16 +9,10 @@
 //! notices, the published view), and arms the 1 s tick when the input's
 //! output needs it.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use actix::prelude::*;
-use radar::{
-    runtime::{
-        self, CheckpointPolicy, Effect, Effects, ModelRuntime, ModelView, MonitorCore, Output,
-    },
-    snapshot::{CheckpointKey, SnapshotBinding},
-    telemetry::MonitorTelemetry,
-};
+use radar::runtime::{self, Effect, Effects, ModelRuntime, ModelView, MonitorCore, Output};
 use tokio::sync::watch;
 
 use super::{
@@ -83,18 +77,14 @@ impl Effects for Interpreter {
     }
 }
 
-/// Everything a model actor starts with.
+/// Everything a model actor starts with: its runtime's setup (whose
+/// `observed` follows `observer`) and where the effects go.
 pub struct ModelSetup {
-    pub core: MonitorCore,
-    pub binding: SnapshotBinding,
-    pub key: Arc<CheckpointKey>,
-    pub max_payload_bytes: usize,
-    pub policy: CheckpointPolicy,
+    pub runtime: runtime::ModelSetup,
     pub checkpoint: Addr<CheckpointActor>,
     pub monitor: Addr<MonitorActor>,
     pub view: watch::Sender<ModelView>,
     pub observer: Option<Observer>,
-    pub metrics: MonitorTelemetry,
     pub span: tracing::Span,
 }
 
@@ -109,13 +99,8 @@ impl ModelActor {
         let observed = interpreter.observer.is_some();
         let mut runtime = ModelRuntime::new(
             runtime::ModelSetup {
-                core: setup.core,
-                binding: setup.binding,
-                key: setup.key,
-                max_payload_bytes: setup.max_payload_bytes,
-                policy: setup.policy,
-                metrics: setup.metrics,
                 observed,
+                ..setup.runtime
             },
             interpreter,
         );

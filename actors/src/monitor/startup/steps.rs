@@ -6,7 +6,7 @@ use radar::{
     config::MonitorConfig,
     graph::CompiledGraph,
     mqtt::{self, IngestOptions},
-    runtime::{CheckpointPolicy, ExitReason, MonitorCore, Trigger},
+    runtime::{self, CheckpointPolicy, ExitReason, MonitorCore, Trigger},
     snapshot::{FencingToken, SnapshotBinding},
     store::{HealthReporter, MonitorRow},
 };
@@ -89,16 +89,19 @@ pub(super) fn start_actors(
     let checkpoint = checkpoint_ctx.address();
     let (model_view, model_rx) = watch::channel(ModelActor::initial_view(&core));
     let setup = ModelSetup {
-        core,
-        binding,
-        key: worker.key.clone(),
-        max_payload_bytes: worker.settings.mqtt_max_message_bytes,
-        policy: CheckpointPolicy::new(worker.checkpoint_limits()),
+        runtime: runtime::ModelSetup {
+            core,
+            binding,
+            key: worker.key.clone(),
+            max_payload_bytes: worker.settings.mqtt_max_message_bytes,
+            policy: CheckpointPolicy::new(worker.checkpoint_limits()),
+            metrics: metrics.clone(),
+            observed: worker.observer.is_some(),
+        },
         checkpoint: checkpoint.clone(),
         monitor: monitor.clone(),
         view: model_view,
         observer: worker.observer.clone(),
-        metrics: metrics.clone(),
         span: span.clone(),
     };
     let model_thread = ModelThread::spawn().map_err(|e| ExitReason::StartupFailed {

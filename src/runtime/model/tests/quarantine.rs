@@ -1,8 +1,6 @@
 //! A graph run whose node fails uncertainly: the runtime hands on what
 //! it had and never commits again.
 
-use uuid::Uuid;
-
 use super::{ID, TestClock, checkpoint_now, collect, frame, runtime_of};
 use crate::{
     mqtt::RawMessage,
@@ -11,22 +9,7 @@ use crate::{
 
 #[test]
 fn a_quarantined_model_hands_on_what_it_had_and_never_commits_again() {
-    use crate::graph::{CompiledGraph, GraphBinding, GraphDefinition, tests::small};
-    let graph = CompiledGraph::compile(
-        GraphDefinition::from_json(small(Some(serde_json::json!(
-            {"id": "boom", "type": "fail_after", "params": {"updates": 3, "mode": "uncertain"}, "layout": {"x": 0, "y": 0}}
-        ))))
-        .unwrap(),
-    )
-    .unwrap();
-    let binding = GraphBinding {
-        graph_id: Uuid::nil(),
-        graph: "small".into(),
-        revision: 1,
-        run_id: Uuid::from_u128(7),
-        semantics_hash: graph.semantics_hash().to_string(),
-    };
-    let config = graph.monitor_config("small.r1.g1".into(), binding);
+    let (graph, config) = crate::graph::tests::failing_on_fourth_update();
     let core = MonitorCore::fresh_graph(ID, config.clone(), graph, at(0)).unwrap();
     let clock = TestClock::new();
     let mut rt = runtime_of(config, core, &clock);
