@@ -131,8 +131,10 @@ impl Detector {
         Ok(Self {
             alarm: AlarmState::new(settings.alarm.clone()),
             health_window: HealthWindow::new(settings.health_window),
-            training: Vec::with_capacity(settings.training_frames),
-            calibration: Vec::with_capacity(settings.calibration_frames),
+            // Grown as frames arrive, not reserved: a monitor that has seen
+            // nothing (thousands of idle ones in a worker) keeps nothing.
+            training: Vec::new(),
+            calibration: Vec::new(),
             settings,
             width,
             change_columns,

@@ -135,7 +135,9 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
         status: status_tx,
         counters: Arc::clone(&counters),
         stop: stop_rx,
-        burst: Vec::with_capacity(BURST),
+        // Grows to what the monitor's bursts need; an idle monitor reserves
+        // nothing.
+        burst: Vec::new(),
     };
     let task = tokio::spawn(owner.run(first));
     Ok(Ingestion {
