@@ -11,7 +11,9 @@
 //!   bounded ingress queue; [`mqtt::payload`] parses message bodies and routes
 //!   topics to readings (pure).
 //! - [`replay`]: a CSV file through the worker's runtime core, for backtests.
-//! - [`runtime`]: checkpoint triggers, shard assignment, exit reasons (pure).
+//! - [`runtime`]: a monitor's model side as a pure runtime (inputs in,
+//!   effects out) with its lifecycle, the core it drives, checkpoint
+//!   triggers, the start plan, shard assignment and exit reasons (pure).
 //! - [`snapshot`]: signed recovery snapshots and their verification (pure).
 //! - [`store`]: PostgreSQL: migrations and ledger, monitors, snapshots.
 //! - [`telemetry`]: metric names, internal events, the monitor board behind readiness.
