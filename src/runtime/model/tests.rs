@@ -114,6 +114,16 @@ fn checkpoint_now(rt: &mut Runtime) -> (Result<(), String>, Out) {
 }
 
 fn runtime_of(config: MonitorConfig, core: MonitorCore, clock: &TestClock) -> Runtime {
+    runtime_observed(config, core, clock, true)
+}
+
+/// [`runtime_of`], with or without an observer listening.
+fn runtime_observed(
+    config: MonitorConfig,
+    core: MonitorCore,
+    clock: &TestClock,
+    observed: bool,
+) -> Runtime {
     let telemetry = Telemetry::new(&NoopMeterProvider::new().meter(METER_NAME));
     ModelRuntime::with_clock(
         ModelSetup {
@@ -125,7 +135,7 @@ fn runtime_of(config: MonitorConfig, core: MonitorCore, clock: &TestClock) -> Ru
             max_payload_bytes: 1024,
             policy: CheckpointPolicy::new(limits()),
             metrics: telemetry.monitor(ID, "model"),
-            observed: true,
+            observed,
         },
         Vec::new(),
         clock.clone(),
@@ -341,6 +351,31 @@ fn results_leave_with_a_commit_or_once_at_the_end_of_their_batch() {
     assert!(flagged > 0, "the outliers are flagged");
     assert_eq!(evidence, flagged, "each flagged frame's evidence left once");
     assert!(rt.results.is_empty(), "nothing kept past its batch");
+}
+
+/// Without an observer the runtime hands on no notice, and the same frames
+/// leave the same evidence: notices are for an observer only.
+#[test]
+fn an_unobserved_runtime_gives_no_notices_and_the_same_evidence() {
+    let evidence_of = |observed: bool| {
+        let clock = TestClock::new();
+        let core = MonitorCore::fresh(ID, config(), at(0)).unwrap();
+        let mut rt = runtime_observed(config(), core, &clock, observed);
+        let (mut notices, mut evidence) = (0, 0);
+        for i in 0..60 {
+            let out = run!(rt.ingest(frame(&clock, i, i >= 45)));
+            notices += out
+                .effects
+                .iter()
+                .filter(|e| matches!(e, Effect::Notice(_)))
+                .count();
+            evidence += evidence_in(&out);
+        }
+        (notices, evidence)
+    };
+    let (watched, evidence) = evidence_of(true);
+    assert!(watched > 0 && evidence > 0, "the outliers are noticed");
+    assert_eq!(evidence_of(false), (0, evidence));
 }
 
 fn flags(out: &Out) -> usize {
