@@ -197,6 +197,23 @@ proptest::proptest! {
     }
 }
 
+/// A monitoring row's record with the given threshold and p-value (the
+/// number cache's tests vary only those).
+fn monitoring_record(row: usize, threshold: Option<f64>, p_value: Option<f64>) -> ReplayRecord {
+    ReplayRecord {
+        row: row as u64,
+        ts: DateTime::from_timestamp(1_583_748_873, 0).unwrap(),
+        phase: Phase::Monitoring,
+        score: Some(0.75),
+        threshold,
+        p_value,
+        flagged: false,
+        alarm_open: false,
+        alarm_event: None,
+        contributions: None,
+    }
+}
+
 #[test]
 fn records_written_with_shared_numbers_are_written_as_serde_writes_each() {
     let mut numbers = super::JsonNumbers::default();
@@ -210,18 +227,7 @@ fn records_written_with_shared_numbers_are_written_as_serde_writes_each() {
         Some(1.5),
     ];
     for (row, threshold) in thresholds.into_iter().enumerate() {
-        let record = ReplayRecord {
-            row: row as u64,
-            ts: DateTime::from_timestamp(1_583_748_873, 0).unwrap(),
-            phase: Phase::Monitoring,
-            score: Some(0.75),
-            threshold,
-            p_value: Some(0.5),
-            flagged: false,
-            alarm_open: false,
-            alarm_event: None,
-            contributions: None,
-        };
+        let record = monitoring_record(row, threshold, Some(0.5));
         let mut ours = Vec::new();
         record.write_json_with(&mut ours, &mut numbers).unwrap();
         assert_eq!(
@@ -248,18 +254,8 @@ proptest::proptest! {
         let pool: Vec<f64> = specials.into_iter().chain(drawn).collect();
         let mut numbers = super::JsonNumbers::default();
         for (row, (t, p)) in picks.into_iter().enumerate() {
-            let record = ReplayRecord {
-                row: row as u64,
-                ts: DateTime::from_timestamp(1_583_748_873, 0).unwrap(),
-                phase: Phase::Monitoring,
-                score: Some(0.75),
-                threshold: Some(pool[t % pool.len()]),
-                p_value: Some(pool[p % pool.len()]),
-                flagged: false,
-                alarm_open: false,
-                alarm_event: None,
-                contributions: None,
-            };
+            let record =
+                monitoring_record(row, Some(pool[t % pool.len()]), Some(pool[p % pool.len()]));
             let mut ours = Vec::new();
             record.write_json_with(&mut ours, &mut numbers).unwrap();
             proptest::prop_assert_eq!(

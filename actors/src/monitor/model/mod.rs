@@ -77,8 +77,8 @@ impl Effects for Interpreter {
     }
 }
 
-/// Everything a model actor starts with: its runtime's setup (whose
-/// `observed` follows `observer`) and where the effects go.
+/// Everything a model actor starts with: its runtime's setup (`observed`
+/// exactly when `observer` is set) and where the effects go.
 pub struct ModelSetup {
     pub runtime: runtime::ModelSetup,
     pub checkpoint: Addr<CheckpointActor>,
@@ -96,14 +96,7 @@ impl ModelActor {
             view: setup.view,
             observer: setup.observer,
         };
-        let observed = interpreter.observer.is_some();
-        let mut runtime = ModelRuntime::new(
-            runtime::ModelSetup {
-                observed,
-                ..setup.runtime
-            },
-            interpreter,
-        );
+        let mut runtime = ModelRuntime::new(setup.runtime, interpreter);
         runtime.publish();
         Self {
             runtime,
