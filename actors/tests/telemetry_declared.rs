@@ -63,6 +63,7 @@ fn names_in(text: &str) -> BTreeSet<String> {
 /// so a gauge that is non-zero only for a moment (a queue, a held value)
 /// is caught.
 struct Scraper {
+    port: u16,
     seen: Arc<Mutex<BTreeSet<String>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -83,9 +84,27 @@ impl Scraper {
             }
         });
         Self {
+            port,
             seen,
             stop,
             thread: Some(thread),
+        }
+    }
+
+    /// Stops the thread, then scrapes once more: what the test's last wait
+    /// saw in its own scrape is in the union even when the thread's last
+    /// round came just before it.
+    fn finish(mut self) {
+        self.stop_thread();
+        let (status, text) = http_get(self.port, "/metrics").expect("the final scrape");
+        assert_eq!(status, 200, "the final scrape: {text}");
+        self.seen.lock().expect("seen lock").extend(names_in(&text));
+    }
+
+    fn stop_thread(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 
@@ -96,10 +115,7 @@ impl Scraper {
 
 impl Drop for Scraper {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.stop_thread();
     }
 }
 
@@ -185,8 +201,8 @@ async fn every_declared_metric_is_written_by_a_running_worker() {
     wait_for(Duration::from_secs(30), "a stale rejection", || {
         (count(&worker, &me, "radar_recovery_stale_rejected_total") >= 1.0).then_some(())
     });
+    scraper.finish();
     worker.terminate();
-    drop(scraper);
 
     // Second life: restored from the snapshot (the downtime is a gap), a
     // checkpoint the database refuses, and a broker restart.
