@@ -42,8 +42,9 @@ const BATCH: usize = 256;
 
 pub struct ModelActor {
     /// The model side's state and decisions; its effects go straight to
-    /// the [`Interpreter`].
-    runtime: ModelRuntime<Interpreter>,
+    /// the [`Interpreter`]. Boxed, so the actor moves to its thread as a
+    /// pointer (see [`ModelActor::new`]).
+    runtime: Box<ModelRuntime<Interpreter>>,
     /// The clock-driven checks, armed only while something can fall due.
     tick: Option<SpawnHandle>,
     span: tracing::Span,
@@ -89,6 +90,12 @@ pub struct ModelSetup {
 }
 
 impl ModelActor {
+    /// Builds the actor where the start runs, not on the model thread: the
+    /// runtime is several KiB and passes through a few stack frames while it
+    /// is built, and whatever a thread's stack touches once stays resident
+    /// for the thread's life (about 20 KiB per monitor when it was built on
+    /// the model thread, BENCHMARKS.md round 12). The model thread receives
+    /// the box.
     pub fn new(setup: ModelSetup) -> Self {
         let interpreter = Interpreter {
             checkpoint: setup.checkpoint,
@@ -96,7 +103,7 @@ impl ModelActor {
             view: setup.view,
             observer: setup.observer,
         };
-        let mut runtime = ModelRuntime::new(setup.runtime, interpreter);
+        let mut runtime = Box::new(ModelRuntime::new(setup.runtime, interpreter));
         runtime.publish();
         Self {
             runtime,

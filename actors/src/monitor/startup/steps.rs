@@ -109,8 +109,9 @@ pub(super) fn start_actors(
             "could not start the monitor's model thread: {e}; the worker may be out of threads or file descriptors (see its RLIMIT_NOFILE)"
         ),
     })?;
-    let model =
-        ModelActor::start_in_arbiter(&model_thread.0.handle(), move |_| ModelActor::new(setup));
+    // Built here, moved to the model thread as a small value (ModelActor::new).
+    let actor = ModelActor::new(setup);
+    let model = ModelActor::start_in_arbiter(&model_thread.0.handle(), move |_| actor);
     let (view, checkpoint_rx) = watch::channel(CheckpointView::new(match worker.store {
         Some(_) => Ownership::Pending,
         None => Ownership::Disabled,
