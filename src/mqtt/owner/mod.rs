@@ -103,7 +103,15 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
     // Per connection the owner queues one request per topic, and at shutdown
     // one per topic plus a DISCONNECT; nothing else goes through the channel.
     let request_capacity = topics.len().saturating_mul(2).saturating_add(8);
-    let (client, eventloop) = AsyncClient::new(options.to_mqtt_options(), request_capacity);
+    let mut mqtt_options = options.to_mqtt_options();
+    // The monitor never publishes, so rumqttc's in-flight window only
+    // numbers its SUBSCRIBE and UNSUBSCRIBE packets (ids cycle through
+    // 1..=inflight). As many as the request channel holds keeps every id on
+    // the wire distinct, where rumqttc's default of 100 would fill a
+    // 100-slot table of outgoing publishes (about 7 KiB per monitor) that
+    // stays empty.
+    mqtt_options.set_inflight(u16::try_from(request_capacity).unwrap_or(u16::MAX));
+    let (client, eventloop) = AsyncClient::new(mqtt_options, request_capacity);
     let mut eventloop = eventloop;
     eventloop
         .network_options
