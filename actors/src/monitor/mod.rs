@@ -36,6 +36,7 @@ use uuid::Uuid;
 
 pub use handlers::Stop;
 pub use health::HealthBeats;
+pub use model::ModelTicks;
 pub use view::{CheckpointView, ModelView, Ownership};
 
 use self::{

@@ -29,7 +29,7 @@ use radar::{
 use tokio::sync::{Semaphore, oneshot};
 use uuid::Uuid;
 
-use crate::monitor::HealthBeats;
+use crate::monitor::{HealthBeats, ModelTicks};
 
 pub use observer::{MonitorWatch, Notice, Observer};
 pub use supervisor::{Scope, Shutdown, Supervisor, WorkerOutcome};
@@ -54,6 +54,8 @@ pub struct WorkerContext {
     /// Every monitor's health beat, driven together, and its periodic
     /// status written together (with `store`).
     pub heartbeats: HealthBeats,
+    /// The one timer of every model's clock-driven checks.
+    pub model_ticks: ModelTicks,
     pub monitors: MonitorSource,
     /// Graph runs: admission, the bound revision, failure records, stops.
     /// `None` without a database (`radar demo` with writes disabled).
@@ -163,12 +165,15 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
     });
     let (heartbeats, driver) = HealthBeats::new(batch);
     actix_rt::spawn(driver);
+    let (model_ticks, ticker) = ModelTicks::new();
+    actix_rt::spawn(ticker);
     let context = Arc::new(WorkerContext {
         settings: setup.settings,
         worker_id: setup.worker_id,
         key: setup.key,
         store: setup.store,
         heartbeats,
+        model_ticks,
         monitors: setup.monitors,
         graphs: setup.graphs,
         backoff: setup.backoff,

@@ -23,11 +23,14 @@ use super::{
 use crate::worker::Observer;
 
 mod handlers;
+mod ticks;
 mod timers;
 
 pub use handlers::{
     AttachInput, BatchSettled, CheckpointNow, CommitReport, Connection, ContinueAlarms,
 };
+pub use ticks::ModelTicks;
+use timers::TickState;
 
 /// How often the model checks the clock-driven triggers (max interval,
 /// checkpoint timeout, freshness expiry, silence) while one of them can fall
@@ -46,7 +49,7 @@ pub struct ModelActor {
     /// pointer (see [`ModelActor::new`]).
     runtime: Box<ModelRuntime<Interpreter>>,
     /// The clock-driven checks, armed only while something can fall due.
-    tick: Option<SpawnHandle>,
+    tick: TickState,
     span: tracing::Span,
 }
 
@@ -86,6 +89,8 @@ pub struct ModelSetup {
     pub monitor: Addr<MonitorActor>,
     pub view: watch::Sender<ModelView>,
     pub observer: Option<Observer>,
+    /// The worker's timer for the clock-driven checks.
+    pub ticks: ModelTicks,
     pub span: tracing::Span,
 }
 
@@ -107,7 +112,7 @@ impl ModelActor {
         runtime.publish();
         Self {
             runtime,
-            tick: None,
+            tick: TickState::new(setup.ticks),
             span: setup.span,
         }
     }
@@ -135,5 +140,9 @@ impl Actor for ModelActor {
         if self.runtime.needs_tick() {
             self.arm(ctx);
         }
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        self.tick.disarm();
     }
 }

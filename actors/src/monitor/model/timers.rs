@@ -1,8 +1,32 @@
-//! The clock-driven checks, armed only while something can fall due.
+//! The clock-driven checks, armed only while something can fall due. The
+//! ticks come from the worker's one timer ([`ModelTicks`]), not from a
+//! timer on the model's thread.
 
 use actix::prelude::*;
 
-use super::{ModelActor, TICK};
+use super::{
+    ModelActor,
+    ticks::{ModelTicks, Tick},
+};
+
+/// A model's place among the worker's ticking models.
+pub(super) struct TickState {
+    ticks: ModelTicks,
+    /// The key of this model's entry while it is armed.
+    armed: Option<u64>,
+}
+
+impl TickState {
+    pub(super) fn new(ticks: ModelTicks) -> Self {
+        Self { ticks, armed: None }
+    }
+
+    pub(super) fn disarm(&mut self) {
+        if let Some(key) = self.armed.take() {
+            self.ticks.disarm(key);
+        }
+    }
+}
 
 impl ModelActor {
     /// Starts the tick if it is not running. Called while something can
@@ -10,18 +34,24 @@ impl ModelActor {
     /// report, a connection event) changes the state, and each of those
     /// arms the tick again if it needs it.
     pub(super) fn arm(&mut self, ctx: &mut Context<Self>) {
-        if self.tick.is_none() {
-            self.tick = Some(ctx.run_interval(TICK, |act, ctx| act.tick(ctx)));
+        if self.tick.armed.is_none() {
+            self.tick.armed = Some(self.tick.ticks.arm(ctx.address()));
         }
     }
+}
 
-    fn tick(&mut self, ctx: &mut Context<Self>) {
+impl Handler<Tick> for ModelActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Tick, _: &mut Context<Self>) {
+        // A tick sent before the model disarmed may still arrive.
+        if self.tick.armed.is_none() {
+            return;
+        }
         let _span = self.span.clone().entered();
         let output = self.runtime.tick();
-        if !output.needs_tick
-            && let Some(tick) = self.tick.take()
-        {
-            ctx.cancel_future(tick);
+        if !output.needs_tick {
+            self.tick.disarm();
         }
     }
 }

@@ -44,17 +44,15 @@ use crate::worker::WorkerContext;
 pub struct ModelThread(Arbiter);
 
 impl ModelThread {
-    /// Spawns the thread with a runtime that has only a timer: the model
-    /// does no IO, and Tokio's IO driver would cost each monitor an epoll
-    /// instance, an eventfd and a copy of the signal socket (four of its
-    /// five descriptors; the fifth is its MQTT connection).
+    /// Spawns the thread with a runtime without drivers: the model does no
+    /// IO (Tokio's IO driver would cost each monitor an epoll instance, an
+    /// eventfd and a copy of the signal socket, four of its five
+    /// descriptors; the fifth is its MQTT connection), and its ticks come
+    /// from the worker's one timer (`ModelTicks`; a time driver would cost
+    /// each monitor a timer wheel).
     fn spawn() -> std::io::Result<Self> {
-        Arbiter::try_with_tokio_rt(|| {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-        })
-        .map(Self)
+        Arbiter::try_with_tokio_rt(|| tokio::runtime::Builder::new_current_thread().build())
+            .map(Self)
     }
 }
 

@@ -102,6 +102,7 @@ pub(super) fn start_actors(
         monitor: monitor.clone(),
         view: model_view,
         observer: worker.observer.clone(),
+        ticks: worker.model_ticks.clone(),
         span: span.clone(),
     };
     let model_thread = ModelThread::spawn().map_err(|e| ExitReason::StartupFailed {
