@@ -96,7 +96,8 @@
 //!
 //! The owner and the checkpoint actor share the monitor actor's arbiter;
 //! the model has its own thread. A checkpoint due later (maximum interval,
-//! a failure's pause) starts from the 1 s tick (model/timers.rs, which
+//! a failure's pause) starts from the 1 s tick, a `Tick` message from the
+//! worker's one timer (model/ticks.rs; model/timers.rs handles it and
 //! calls `ModelRuntime::tick`): a third entry. The runtime's `needs_tick`
 //! tells the actor when to keep that tick running.
 //!
