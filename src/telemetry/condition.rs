@@ -2,6 +2,12 @@
 //! follows from it. Pure: the runtime reports facts (connected, stalled,
 //! a terminal exit) and the state is derived, so no two reports can leave
 //! the monitor in a contradictory state.
+//!
+//! [`Facts::state`] is the one place a state is derived. The health board
+//! ([`Condition`]: `/readyz` and the state gauge) keeps its facts from
+//! events; a monitor's heartbeat takes its facts from the views the model,
+//! checkpoint and link publish, and writes [`Facts::status_label`], the same
+//! state under the status table's names.
 
 use serde::Serialize;
 
@@ -92,6 +98,76 @@ impl From<&ExitReason> for MonitorState {
     }
 }
 
+/// Why a monitor's model does not advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stall {
+    /// Queued input has not moved for the stall limit.
+    Input,
+    /// Checkpoints are not committing, so the model holds still.
+    Checkpoint,
+}
+
+impl Stall {
+    /// What the operator reads on `/readyz`, in the log and in the status.
+    pub const fn detail(self) -> &'static str {
+        match self {
+            Self::Input => "queued input is not progressing",
+            Self::Checkpoint => "checkpoints are not committing; the model does not advance",
+        }
+    }
+}
+
+/// What one instant shows of a monitor; its state follows from these alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// How the monitor ended: a state an exit leaves
+    /// (`MonitorState::from(&ExitReason)`); a quarantine counts from the
+    /// moment it is being recorded.
+    pub ended: Option<MonitorState>,
+    pub stall: Option<Stall>,
+    /// Every required subscription is acknowledged.
+    pub connected: bool,
+    /// It was connected at some point since it started: a monitor not
+    /// connected is then disconnected, not starting.
+    pub was_connected: bool,
+    /// Required readings are silent.
+    pub no_data: bool,
+}
+
+impl Facts {
+    /// The state: an end first, then a stall, then the connection (a
+    /// connected monitor whose required readings are silent has no data).
+    pub fn state(&self) -> MonitorState {
+        if let Some(ended) = self.ended {
+            return ended;
+        }
+        if self.stall.is_some() {
+            return MonitorState::Stalled;
+        }
+        match (self.connected, self.was_connected) {
+            (true, _) if self.no_data => MonitorState::NoData,
+            (true, _) => MonitorState::Connected,
+            (false, true) => MonitorState::Disconnected,
+            (false, false) => MonitorState::Starting,
+        }
+    }
+
+    /// The stall the state shows, if it is stalled.
+    pub fn stalled(&self) -> Option<Stall> {
+        self.stall.filter(|_| self.ended.is_none())
+    }
+
+    /// The state under the status table's names: a connected monitor is
+    /// `running`, and a stall of checkpoints is `checkpoint_stalled`.
+    pub fn status_label(&self) -> &'static str {
+        match (self.state(), self.stalled()) {
+            (MonitorState::Connected, _) => "running",
+            (_, Some(Stall::Checkpoint)) => "checkpoint_stalled",
+            (state, _) => state.as_str(),
+        }
+    }
+}
+
 /// The operator-facing reason carried by an exit.
 fn exit_detail(exit: &ExitReason) -> &str {
     match exit {
@@ -109,7 +185,7 @@ pub struct Condition {
     /// Distinguishes "not connected yet" (starting) from "dropped".
     was_connected: bool,
     disconnect_detail: String,
-    stall: Option<String>,
+    stall: Option<Stall>,
     /// The silent required readings, as a sentence; `None` while data flows.
     no_data: Option<String>,
     /// The first exit wins: a quarantined monitor that then stops stays
@@ -119,19 +195,18 @@ pub struct Condition {
 }
 
 impl Condition {
+    pub fn facts(&self) -> Facts {
+        Facts {
+            ended: self.exit.as_ref().map(MonitorState::from),
+            stall: self.stall,
+            connected: self.connected,
+            was_connected: self.was_connected,
+            no_data: self.no_data.is_some(),
+        }
+    }
+
     pub fn state(&self) -> MonitorState {
-        if let Some(exit) = &self.exit {
-            return exit.into();
-        }
-        if self.stall.is_some() {
-            return MonitorState::Stalled;
-        }
-        match (self.connected, self.was_connected) {
-            (true, _) if self.no_data.is_some() => MonitorState::NoData,
-            (true, _) => MonitorState::Connected,
-            (false, true) => MonitorState::Disconnected,
-            (false, false) => MonitorState::Starting,
-        }
+        self.facts().state()
     }
 
     /// Why the monitor is in its state; empty when connected.
@@ -139,8 +214,8 @@ impl Condition {
         if let Some(exit) = &self.exit {
             return exit_detail(exit);
         }
-        if let Some(detail) = &self.stall {
-            return detail;
+        if let Some(stall) = self.stall {
+            return stall.detail();
         }
         if self.connected {
             self.no_data.as_deref().unwrap_or("")
@@ -182,8 +257,8 @@ impl Condition {
         self.disconnect_detail = detail.into();
     }
 
-    pub fn stall(&mut self, detail: impl Into<String>) {
-        self.stall = Some(detail.into());
+    pub fn stall(&mut self, stall: Stall) {
+        self.stall = Some(stall);
     }
 
     pub fn clear_stall(&mut self) {
@@ -256,8 +331,9 @@ mod tests {
     fn a_stall_hides_the_connection_until_cleared() {
         let mut c = Condition::default();
         c.connect();
-        c.stall("no checkpoint committed for 31 s");
+        c.stall(Stall::Checkpoint);
         assert_eq!(c.state(), MonitorState::Stalled);
+        assert_eq!(c.detail(), Stall::Checkpoint.detail());
         assert!(c.connected());
         assert!(!c.is_ready());
         c.clear_stall();
@@ -276,6 +352,83 @@ mod tests {
         assert_eq!(c.state(), MonitorState::Quarantined);
         assert_eq!(c.detail(), "node f failed mid-update");
         assert!(!c.is_ready());
+    }
+
+    /// The status table's label of each combination of facts, in the order
+    /// the state is decided: an end, a stall, then the connection.
+    #[test]
+    fn the_status_table_shows_each_state_under_its_own_name() {
+        let up = Facts {
+            connected: true,
+            was_connected: true,
+            ..Facts::default()
+        };
+        let cases = [
+            (Facts::default(), "starting"),
+            (up, "running"),
+            (
+                Facts {
+                    connected: false,
+                    ..up
+                },
+                "disconnected",
+            ),
+            (
+                Facts {
+                    no_data: true,
+                    ..up
+                },
+                "no_data",
+            ),
+            (
+                Facts {
+                    no_data: true,
+                    connected: false,
+                    ..up
+                },
+                "disconnected",
+            ),
+            (
+                Facts {
+                    no_data: true,
+                    ..Facts::default()
+                },
+                "starting",
+            ),
+            (
+                Facts {
+                    stall: Some(Stall::Input),
+                    no_data: true,
+                    ..up
+                },
+                "stalled",
+            ),
+            (
+                Facts {
+                    stall: Some(Stall::Checkpoint),
+                    ..Facts::default()
+                },
+                "checkpoint_stalled",
+            ),
+            (
+                Facts {
+                    ended: Some(MonitorState::Quarantined),
+                    stall: Some(Stall::Checkpoint),
+                    ..up
+                },
+                "quarantined",
+            ),
+            (
+                Facts {
+                    ended: Some(MonitorState::Stopped),
+                    ..up
+                },
+                "stopped",
+            ),
+        ];
+        for (facts, label) in cases {
+            assert_eq!(facts.status_label(), label, "{facts:?}");
+        }
     }
 
     #[test]
@@ -339,10 +492,50 @@ mod properties {
         match r {
             Report::Connect => c.connect(),
             Report::Disconnect => c.disconnect("down"),
-            Report::Stall => c.stall("stuck"),
+            Report::Stall => c.stall(Stall::Input),
             Report::ClearStall => c.clear_stall(),
             Report::Exit(e) => c.exit(e),
             Report::HoldOwnership => c.hold_ownership(),
+        }
+    }
+
+    fn facts() -> impl Strategy<Value = Facts> {
+        (
+            // The states an exit leaves (`MonitorState::from(&ExitReason)`).
+            proptest::option::of(proptest::sample::select(vec![
+                MonitorState::StartupFailed,
+                MonitorState::OwnershipLost,
+                MonitorState::Quarantined,
+                MonitorState::Stopped,
+                MonitorState::Failed,
+            ])),
+            proptest::option::of(prop_oneof![Just(Stall::Input), Just(Stall::Checkpoint)]),
+            any::<(bool, bool, bool)>(),
+        )
+            .prop_map(
+                |(ended, stall, (connected, was_connected, no_data))| Facts {
+                    ended,
+                    stall,
+                    connected,
+                    was_connected,
+                    no_data,
+                },
+            )
+    }
+
+    proptest! {
+        /// The status table and the board show one state: the table's
+        /// label is the board's, but for `running` (connected) and
+        /// `checkpoint_stalled` (a stalled state whose stall is checkpoints).
+        #[test]
+        fn the_status_label_is_the_boards_state_under_the_tables_names(f in facts()) {
+            let expected = match f.state() {
+                MonitorState::Connected => "running",
+                MonitorState::Stalled if f.stall == Some(Stall::Checkpoint) => "checkpoint_stalled",
+                state => state.as_str(),
+            };
+            prop_assert_eq!(f.status_label(), expected);
+            prop_assert_eq!(f.stalled().is_some(), f.state() == MonitorState::Stalled);
         }
     }
 

@@ -17,6 +17,7 @@ use crate::{
 };
 
 use super::{
+    Stall,
     counts::Count,
     events::InternalEvent,
     instruments::Instruments,
@@ -151,8 +152,8 @@ impl MonitorTelemetry {
         self.slot.condition().disconnect(detail);
     }
 
-    pub(crate) fn stall(&self, detail: &str) {
-        self.slot.condition().stall(detail);
+    pub(crate) fn stall(&self, stall: Stall) {
+        self.slot.condition().stall(stall);
     }
 
     pub(crate) fn clear_stall(&self) {

@@ -136,10 +136,11 @@ fn a_stall_makes_a_connected_monitor_unready_until_cleared() {
     let m = t.monitor(Uuid::from_u128(4), "press");
     m.emit(ConnectionChanged(&connected()));
     m.emit(MonitorStalled {
-        detail: "no checkpoint committed for 30 s",
+        stall: Stall::Checkpoint,
     });
     let r = t.board().readiness();
     assert_eq!(r.not_ready[0].state, MonitorState::Stalled);
+    assert_eq!(r.not_ready[0].detail, Stall::Checkpoint.detail());
     assert!(r.not_ready[0].connected);
     m.emit(MonitorStallCleared);
     assert!(t.board().readiness().ready);

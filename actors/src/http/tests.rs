@@ -416,7 +416,7 @@ async fn readyz_reports_stalled_and_failed_monitors_by_state() {
         attempt: 1,
     }));
     stalled.emit(MonitorStalled {
-        detail: "no checkpoint committed for 31 s",
+        stall: radar::telemetry::Stall::Checkpoint,
     });
     failed.emit(MonitorExited {
         reason: &ExitReason::StartupFailed {

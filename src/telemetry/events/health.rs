@@ -8,7 +8,7 @@ use tracing::{info, warn};
 
 use super::InternalEvent;
 use crate::coverage::GapCause;
-use crate::telemetry::{handle::MonitorTelemetry, labels::key};
+use crate::telemetry::{Stall, handle::MonitorTelemetry, labels::key};
 
 /// A coverage gap closed; its length is added under its cause.
 #[derive(Debug, Clone, Copy)]
@@ -36,14 +36,14 @@ impl InternalEvent for CoverageGapClosed {
 
 /// The model stopped advancing (checkpoint stall or a stuck operation).
 #[derive(Debug, Clone, Copy)]
-pub struct MonitorStalled<'a> {
-    pub detail: &'a str,
+pub struct MonitorStalled {
+    pub stall: Stall,
 }
 
-impl InternalEvent for MonitorStalled<'_> {
+impl InternalEvent for MonitorStalled {
     fn emit(self, m: &MonitorTelemetry) {
-        warn!(monitor_id = %m.id(), detail = self.detail, "Monitor stalled.");
-        m.stall(self.detail);
+        warn!(monitor_id = %m.id(), detail = self.stall.detail(), "Monitor stalled.");
+        m.stall(self.stall);
     }
 }
 

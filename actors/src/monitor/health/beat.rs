@@ -9,12 +9,12 @@ use std::{sync::Arc, time::Instant};
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 use radar::store::{HealthOutcome, HealthRecord, HealthReporter};
-use radar::telemetry::{MonitorTelemetry, RejectReason, events};
+use radar::telemetry::{Facts, MonitorState, MonitorTelemetry, RejectReason, Stall, events};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use uuid::Uuid;
 
 use super::{
-    HealthInputs, RunState, STALL_AFTER,
+    HealthInputs, STALL_AFTER,
     record::{Documents, Views},
 };
 use crate::monitor::handlers::LostOwnership;
@@ -45,11 +45,11 @@ pub(super) struct Health {
     /// row; without it every record is written in full.
     batched: bool,
     monitor: Recipient<LostOwnership>,
-    ever_connected: bool,
     /// Messages consumed at the last check, and when that number last moved.
     progress: (u64, Instant),
-    /// The state last assessed, to log and emit transitions once.
-    state: RunState,
+    /// The facts last assessed, to log and emit transitions once; they
+    /// also remember whether the monitor was ever connected.
+    facts: Facts,
     /// Network-side rejections (unknown topic, too large) already counted
     /// in metrics; the model never sees those messages.
     network_rejected: (u64, u64),
@@ -82,9 +82,8 @@ impl Health {
             reporter: Arc::new(Mutex::new(reporter)),
             batched,
             monitor,
-            ever_connected: false,
             progress: (0, Instant::now()),
-            state: RunState::Starting,
+            facts: Facts::default(),
             network_rejected: (0, 0),
             halted: false,
             documents: Documents::default(),
@@ -96,12 +95,13 @@ impl Health {
 
     /// The state the last beat assessed.
     #[cfg(test)]
-    pub(super) fn state(&self) -> RunState {
-        self.state
+    pub(super) fn state(&self) -> MonitorState {
+        self.facts.state()
     }
 
-    /// Decides the state from the published views.
-    fn assess(&mut self) -> RunState {
+    /// The facts the published views show now (the state follows from
+    /// them: [`Facts::state`]).
+    fn assess(&mut self) -> Facts {
         // Borrowed, not cloned: the view holds strings and a list of
         // readings, and nothing here outlives the borrow.
         let model = self.inputs.model.borrow();
@@ -111,46 +111,40 @@ impl Health {
         if model.consumed != self.progress.0 {
             self.progress = (model.consumed, Instant::now());
         }
-        self.ever_connected |= connected;
-        if model.quarantine.is_some() {
-            RunState::Quarantined
-        } else if queued > 0 && self.progress.1.elapsed() >= STALL_AFTER {
-            RunState::Stalled
+        let stall = if queued > 0 && self.progress.1.elapsed() >= STALL_AFTER {
+            Some(Stall::Input)
         } else if model.suspended {
-            RunState::CheckpointStalled
-        } else if connected && model.no_data.is_some() {
-            RunState::NoData
-        } else if connected {
-            RunState::Running
-        } else if self.ever_connected {
-            RunState::Disconnected
+            Some(Stall::Checkpoint)
         } else {
-            RunState::Starting
+            None
+        };
+        Facts {
+            ended: model
+                .quarantine
+                .is_some()
+                .then_some(MonitorState::Quarantined),
+            stall,
+            connected,
+            was_connected: self.facts.was_connected || connected,
+            no_data: model.no_data.is_some(),
         }
     }
 
     /// Logs and emits a change of state.
-    fn changed(&self, previous: RunState, state: RunState) {
+    fn changed(&self, previous: Facts, now: Facts) {
         let _span = self.span.enter();
-        tracing::info!(monitor_id = %self.service_id, state = state.as_str(), "Monitor state changed.");
-        match (previous, state) {
-            (_, RunState::Stalled) => self.metrics.emit(events::MonitorStalled {
-                detail: "queued input is not progressing",
-            }),
-            (_, RunState::CheckpointStalled) => self.metrics.emit(events::MonitorStalled {
-                detail: "checkpoints are not committing; the model does not advance",
-            }),
-            (RunState::Stalled | RunState::CheckpointStalled, _) => {
-                self.metrics.emit(events::MonitorStallCleared)
-            }
-            _ => {}
+        tracing::info!(monitor_id = %self.service_id, state = now.status_label(), "Monitor state changed.");
+        match (previous.stalled(), now.stalled()) {
+            (_, Some(stall)) => self.metrics.emit(events::MonitorStalled { stall }),
+            (Some(_), None) => self.metrics.emit(events::MonitorStallCleared),
+            (None, None) => {}
         }
-        if state == RunState::NoData {
+        if now.state() == MonitorState::NoData {
             let detail = self.inputs.model.borrow().no_data.clone();
             self.metrics.emit(events::NoDataChanged {
                 detail: detail.as_deref(),
             });
-        } else if previous == RunState::NoData {
+        } else if previous.state() == MonitorState::NoData {
             self.metrics.emit(events::NoDataChanged { detail: None });
         }
     }
@@ -176,29 +170,29 @@ impl Health {
         self.network_rejected = (unknown_topic, too_large);
     }
 
-    /// The record of `state` as the views show it, taken `now`.
-    pub(super) fn record(&mut self, state: RunState, now: DateTime<Utc>) -> HealthRecord {
+    /// The record of `facts` as the views show it, taken `now`.
+    pub(super) fn record(&mut self, facts: Facts, now: DateTime<Utc>) -> HealthRecord {
         let documents = &mut self.documents;
         self.inputs
-            .with_views(|views| documents.record(state, views, now))
+            .with_views(|views| documents.record(facts, views, now))
     }
 
     /// The record `state` has now, and whether it is the one last written
     /// (then shared, not rebuilt). Without the worker's batch every record
     /// is written in full, so none is taken as unchanged.
-    fn current(&mut self, state: RunState, now: DateTime<Utc>) -> (Arc<HealthRecord>, bool) {
+    fn current(&mut self, facts: Facts, now: DateTime<Utc>) -> (Arc<HealthRecord>, bool) {
         if self.batched
             && let Some(written) = &self.written
         {
             let documents = &self.documents;
             if self
                 .inputs
-                .with_views(|views: &Views<'_>| documents.unchanged(written, state, views))
+                .with_views(|views: &Views<'_>| documents.unchanged(written, facts, views))
             {
                 return (Arc::clone(written), true);
             }
         }
-        (Arc::new(self.record(state, now)), false)
+        (Arc::new(self.record(facts, now)), false)
     }
 
     /// One beat at `now`: assesses the state (logging and emitting a
@@ -210,10 +204,10 @@ impl Health {
         if self.halted {
             return None;
         }
-        let state = self.assess();
-        let previous = self.state;
-        if previous != state {
-            self.changed(previous, state);
+        let facts = self.assess();
+        let previous = self.facts;
+        if previous.status_label() != facts.status_label() {
+            self.changed(previous, facts);
         }
         let ingress = self.inputs.ingress.snapshot();
         self.count_network_rejections(ingress.unknown_topic, ingress.too_large);
@@ -221,10 +215,10 @@ impl Health {
             .admitted
             .saturating_sub(self.inputs.model.borrow().consumed);
         self.metrics.set_queue_depth(queued as usize);
-        self.state = state;
+        self.facts = facts;
         let mut slot = Arc::clone(&self.reporter).try_lock_owned().ok()?;
         let reporter = slot.take()?;
-        let (record, unchanged) = self.current(state, now);
+        let (record, unchanged) = self.current(facts, now);
         Some(Due {
             slot,
             reporter,

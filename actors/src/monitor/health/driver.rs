@@ -136,8 +136,11 @@ mod tests {
 
     use actix::prelude::*;
     use radar::{
-        coverage::CoverageHistory, detector::Phase, mqtt::LinkStatus, snapshot::RecoveryMetadata,
-        telemetry::Telemetry,
+        coverage::CoverageHistory,
+        detector::Phase,
+        mqtt::LinkStatus,
+        snapshot::RecoveryMetadata,
+        telemetry::{MonitorState, Telemetry},
     };
     use radar_testkit::poll;
     use tokio::sync::watch;
@@ -147,7 +150,7 @@ mod tests {
     use crate::monitor::{
         CheckpointView, ModelView, Ownership,
         handlers::LostOwnership,
-        health::{HEARTBEAT, HealthInputs, RunState},
+        health::{HEARTBEAT, HealthInputs},
     };
 
     struct Sink;
@@ -222,9 +225,13 @@ mod tests {
         connect(&even_link, true);
         beats.register(&even);
         beats.register(&odd);
-        assert_eq!(lock(&even).state(), RunState::Running, "no first beat");
-        assert_eq!(lock(&odd).state(), RunState::Starting);
-        let seen = |health: &Shared, state: RunState| {
+        assert_eq!(
+            lock(&even).state(),
+            MonitorState::Connected,
+            "no first beat"
+        );
+        assert_eq!(lock(&odd).state(), MonitorState::Starting);
+        let seen = |health: &Shared, state: MonitorState| {
             let health = Arc::clone(health);
             async move {
                 poll::within(HEARTBEAT + Duration::from_millis(500))
@@ -236,10 +243,10 @@ mod tests {
         };
         let changed = std::time::Instant::now();
         connect(&odd_link, true);
-        let at_odd = seen(&odd, RunState::Running).await.expect("odd");
+        let at_odd = seen(&odd, MonitorState::Connected).await.expect("odd");
         assert!(at_odd - changed <= HEARTBEAT + Duration::from_millis(300));
         connect(&even_link, false);
-        let at_even = seen(&even, RunState::Disconnected).await.expect("even");
+        let at_even = seen(&even, MonitorState::Disconnected).await.expect("even");
         let apart = at_even - at_odd;
         assert!(
             apart >= grid::TICK - Duration::from_millis(300)
@@ -250,12 +257,16 @@ mod tests {
         connect(&even_link, true);
         connect(&odd_link, false);
         // The odd monitor's next beat comes after the even half's tick.
-        seen(&odd, RunState::Disconnected).await.expect("odd again");
+        seen(&odd, MonitorState::Disconnected)
+            .await
+            .expect("odd again");
         connect(&odd_link, true);
-        seen(&odd, RunState::Running).await.expect("odd once more");
+        seen(&odd, MonitorState::Connected)
+            .await
+            .expect("odd once more");
         assert_eq!(
             lock(&even).state(),
-            RunState::Disconnected,
+            MonitorState::Disconnected,
             "an unregistered monitor was beaten"
         );
     }

@@ -1,6 +1,7 @@
 //! A monitor's health: reads only what the other actors published (never
-//! waits on the model), decides the monitor's state, detects stalls, and
-//! writes the operational status. Its database write compares the snapshot
+//! waits on the model), gathers the facts its state follows from
+//! ([`radar::telemetry::Facts`]: the one derivation, shared with the
+//! health board), detects stalls, and writes the operational status. Its database write compares the snapshot
 //! signature without taking the row lock, so a heartbeat lands even while an
 //! evidence transaction is blocked.
 //!
@@ -22,7 +23,7 @@ use actix::prelude::*;
 use chrono::Utc;
 use radar::mqtt::{IngressCounters, LinkStatus};
 use radar::store::{HealthOutcome, HealthReporter};
-use radar::telemetry::{MonitorState, MonitorTelemetry};
+use radar::telemetry::{Facts, MonitorState, MonitorTelemetry};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -41,44 +42,6 @@ use super::{
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// Queued input that has not moved for this long means the model is stalled.
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
-
-/// The state label a running monitor's status row shows.
-///
-/// The health board's [`MonitorState`] (what `/readyz` and the state gauge
-/// show) is not a second assessment of the same views: its stall and
-/// no-data facts are this state's changes (`beat::Health::changed` emits
-/// them), its connection comes straight from the ingestion's events (so
-/// readiness does not wait for a heartbeat), and an exit's label is
-/// `MonitorState::from(&ExitReason)` here too (the final report).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunState {
-    /// Not connected yet since it started.
-    Starting,
-    Running,
-    Disconnected,
-    /// Queued input is not progressing.
-    Stalled,
-    /// Checkpoints stopped committing; the model does not advance.
-    CheckpointStalled,
-    /// A graph node failed uncertainly; the failure is being recorded.
-    Quarantined,
-    /// Connected, but required readings delivered nothing for too long.
-    NoData,
-}
-
-impl RunState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Starting => "starting",
-            Self::Running => "running",
-            Self::Disconnected => "disconnected",
-            Self::Stalled => "stalled",
-            Self::CheckpointStalled => "checkpoint_stalled",
-            Self::Quarantined => "quarantined",
-            Self::NoData => "no_data",
-        }
-    }
-}
 
 /// What the health actor reads.
 pub struct HealthInputs {
@@ -174,8 +137,11 @@ impl Handler<FinalReport> for HealthActor {
         let mut health = lock(&self.health);
         health.halted = true;
         let reporter = Arc::clone(&health.reporter);
-        let mut record = health.record(RunState::Running, Utc::now());
-        record.state = MonitorState::from(&msg.reason).to_string();
+        let ended = Facts {
+            ended: Some(MonitorState::from(&msg.reason)),
+            ..Facts::default()
+        };
+        let mut record = health.record(ended, Utc::now());
         record.connected = false;
         if let radar::runtime::ExitReason::Stopped = msg.reason {
         } else {

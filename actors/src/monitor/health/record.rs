@@ -10,12 +10,10 @@ use radar::{
     mqtt::LinkStatus,
     snapshot::RecoveryMetadata,
     store::{HealthRecord, JsonDocument},
+    telemetry::{Facts, MonitorState},
 };
 
-use super::{
-    super::view::{CheckpointView, ModelView},
-    RunState,
-};
+use super::super::view::{CheckpointView, ModelView};
 
 /// The views a record is made from, borrowed for one beat.
 pub(super) struct Views<'a> {
@@ -26,11 +24,11 @@ pub(super) struct Views<'a> {
 
 impl Views<'_> {
     /// The error the row shows in `state`.
-    fn last_error(&self, state: RunState) -> Option<&str> {
+    fn last_error(&self, state: MonitorState) -> Option<&str> {
         match state {
-            RunState::Disconnected | RunState::Starting => self.link.last_error.as_deref(),
-            RunState::Quarantined => self.model.quarantine.as_deref(),
-            RunState::NoData => self.model.no_data.as_deref(),
+            MonitorState::Disconnected | MonitorState::Starting => self.link.last_error.as_deref(),
+            MonitorState::Quarantined => self.model.quarantine.as_deref(),
+            MonitorState::NoData => self.model.no_data.as_deref(),
             _ => self.checkpoint.last_error.as_deref(),
         }
     }
@@ -71,22 +69,22 @@ fn same<T>(
 }
 
 impl Documents {
-    /// The record of `state` as the views show it, taken `now`.
+    /// The record of `facts` as the views show it, taken `now`.
     pub(super) fn record(
         &mut self,
-        state: RunState,
+        facts: Facts,
         views: &Views<'_>,
         now: DateTime<Utc>,
     ) -> HealthRecord {
         HealthRecord {
-            state: state.as_str().to_string(),
+            state: facts.status_label().to_string(),
             phase: Some(views.model.phase.as_str().to_string()),
             connected: views.link.connected,
             processed_count: views.model.processed,
             last_checkpoint_at: views.checkpoint.last_commit_at,
             recovery: reuse(&mut self.recovery, &views.model.recovery),
             coverage: reuse(&mut self.coverage, &views.model.coverage),
-            last_error: views.last_error(state).map(str::to_string),
+            last_error: views.last_error(facts.state()).map(str::to_string),
             readings_seen: views.model.readings_seen.clone(),
             heartbeat_at: now,
         }
@@ -100,7 +98,7 @@ impl Documents {
     pub(super) fn unchanged(
         &self,
         written: &HealthRecord,
-        state: RunState,
+        facts: Facts,
         views: &Views<'_>,
     ) -> bool {
         let HealthRecord {
@@ -115,12 +113,12 @@ impl Documents {
             readings_seen,
             heartbeat_at: _,
         } = written;
-        written_state == state.as_str()
+        written_state == facts.status_label()
             && phase.as_deref() == Some(views.model.phase.as_str())
             && *connected == views.link.connected
             && *processed_count == views.model.processed
             && *last_checkpoint_at == views.checkpoint.last_commit_at
-            && last_error.as_deref() == views.last_error(state)
+            && last_error.as_deref() == views.last_error(facts.state())
             && *readings_seen == views.model.readings_seen
             && same(&self.recovery, &views.model.recovery, recovery)
             && same(&self.coverage, &views.model.coverage, coverage)
@@ -131,6 +129,7 @@ impl Documents {
 mod tests {
     use chrono::TimeZone;
     use radar::detector::Phase;
+    use radar::telemetry::Stall;
 
     use super::super::super::view::Ownership;
     use super::*;
@@ -192,7 +191,16 @@ mod tests {
     #[test]
     fn a_written_record_is_unchanged_until_any_of_its_fields_would_change() {
         let base = Inputs::new();
-        for state in [RunState::NoData, RunState::Running] {
+        let running = Facts {
+            connected: true,
+            was_connected: true,
+            ..Facts::default()
+        };
+        let no_data = Facts {
+            no_data: true,
+            ..running
+        };
+        for state in [no_data, running] {
             let mut documents = Documents::default();
             let written = documents.record(state, &base.views(), at(10));
             assert!(documents.unchanged(&written, state, &base.views()));
@@ -234,8 +242,8 @@ mod tests {
                 ),
                 (
                     "the error shown",
-                    Box::new(move |i| match state {
-                        RunState::NoData => i.model.no_data = Some("flow: other".into()),
+                    Box::new(move |i| match state.state() {
+                        MonitorState::NoData => i.model.no_data = Some("flow: other".into()),
                         _ => i.checkpoint.last_error = Some("timed out".into()),
                     }),
                 ),
@@ -255,10 +263,13 @@ mod tests {
                     assert_ne!(rebuilt, written, "{state:?}: {field}");
                 }
             }
-            let other = if state == RunState::NoData {
-                RunState::Running
+            let other = if state == no_data {
+                running
             } else {
-                RunState::Stalled
+                Facts {
+                    stall: Some(Stall::Input),
+                    ..running
+                }
             };
             assert!(
                 !documents.unchanged(&written, other, &base.views()),
