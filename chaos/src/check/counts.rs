@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Observations, StatusSample, Table, Verdict, ms};
+use super::{Observations, StatusSample, Table, Ts, Verdict, ms};
 
 pub fn processed_never_goes_back(obs: &Observations) -> Verdict {
     let mut v = Verdict::new(
@@ -119,6 +119,11 @@ fn reported_counts_never_drop(
     mut samples: Vec<&StatusSample>,
     v: &mut Verdict,
 ) {
+    // While the driver holds a replayed row in place, every start refuses
+    // it and writes the refusal without owning the monitor: such a status
+    // row keeps the count it had (an unowned write cannot know how far the
+    // monitor got), so its count is not this writer's.
+    samples.retain(|s| !during_replay(obs, monitor, s.heartbeat_at));
     samples.sort_by_key(|s| s.heartbeat_at);
     samples.dedup_by_key(|s| (s.heartbeat_at, s.processed));
     let restores: Vec<_> = obs
@@ -153,4 +158,13 @@ fn reported_counts_never_drop(
         });
         previous = Some(s);
     }
+}
+
+/// Whether `at` falls between a replay of `monitor`'s row and the driver's
+/// repair of it (to the end of the run if it was never repaired).
+fn during_replay(obs: &Observations, monitor: uuid::Uuid, at: Ts) -> bool {
+    obs.replays
+        .iter()
+        .filter(|r| r.monitor == monitor)
+        .any(|r| r.at <= at && r.repaired_at.is_none_or(|end| at <= end))
 }

@@ -389,6 +389,19 @@ fn counts_accept_a_drop_back_to_the_snapshot_a_worker_restored_itself() {
 }
 
 #[test]
+fn counts_ignore_a_refused_starts_status_while_a_replayed_row_is_in_place() {
+    // The replay (200 s to 231 s): w2 refuses it and its unowned status
+    // row keeps an older count than w2 reported before.
+    let mut run = healthy();
+    run.status("w2", 210.0, 100);
+    assert_eq!(verdict(&run.obs, "(d)").failed, 0);
+    // The same row after the repair is w2's own report, and a drop.
+    let mut run = healthy();
+    run.status("w2", 232.0, 100);
+    assert_fails(&run.obs, "(d)", "reported 100 frames");
+}
+
+#[test]
 fn coverage_fails_when_a_restart_is_not_a_gap() {
     let mut run = healthy();
     let coverage = run.obs.coverage.get_mut(&M).unwrap();
