@@ -2,7 +2,7 @@
 
 use std::process::Output;
 
-use radar_testkit::{db, worker::radar_command};
+use radar_testkit::{db, graph::field, worker::radar_command};
 
 const EXAMPLE: &str = include_str!("../../config/graphs/pump-7.json");
 
@@ -42,15 +42,6 @@ fn node<'a>(value: &'a mut serde_json::Value, id: &str) -> &'a mut serde_json::V
         .iter_mut()
         .find(|n| n["id"] == id)
         .unwrap()
-}
-
-/// The value after `key: ` on its line.
-fn field(text: &str, key: &str) -> String {
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
-        .unwrap_or_else(|| panic!("no {key} in {text}"))
-        .trim()
-        .to_string()
 }
 
 #[tokio::test]

@@ -201,8 +201,7 @@ async fn worker_scores(
         processed(s) == FRAMES as u64
     })
     .await;
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
     committed(h, id).await
 }
 

@@ -22,20 +22,6 @@ fn readable(dir: &Path, name: &str, contents: &str) -> String {
     path.display().to_string()
 }
 
-/// `/readyz` not ready, with the monitor's detail.
-fn not_ready_detail(worker: &Worker) -> String {
-    wait_for(
-        Duration::from_secs(30),
-        "/readyz answers 503 with a reason",
-        || {
-            let (code, body) = worker.get("/readyz")?;
-            let json: serde_json::Value = serde_json::from_str(&body).ok()?;
-            let detail = json["not_ready"][0]["detail"].as_str()?.to_string();
-            (code == 503 && !detail.is_empty()).then_some(detail)
-        },
-    )
-}
-
 #[tokio::test]
 async fn a_password_protected_broker_admits_the_right_login_and_names_a_refused_one() {
     let db = db::migrated_database("mqtt_credentials").await;
@@ -92,7 +78,7 @@ async fn a_password_protected_broker_admits_the_right_login_and_names_a_refused_
             ("RADAR_MQTT_PASSWORD_FILE", &wrong),
         ],
     );
-    let detail = not_ready_detail(&refused);
+    let detail = refused.not_ready_detail();
     assert!(
         detail.contains("refused the credentials radar sent"),
         "{detail}"
@@ -102,7 +88,7 @@ async fn a_password_protected_broker_admits_the_right_login_and_names_a_refused_
     drop(refused);
 
     let anonymous = Worker::spawn(&db, &broker, dir.path(), &[&ids[2]], &[]);
-    let detail = not_ready_detail(&anonymous);
+    let detail = anonymous.not_ready_detail();
     assert!(detail.contains("radar sent none"), "{detail}");
     assert!(detail.contains("RADAR_MQTT_USERNAME"), "{detail}");
     drop(anonymous);

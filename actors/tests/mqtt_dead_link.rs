@@ -16,7 +16,7 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use radar_testkit::{
-    broker::Mosquitto, db, telemetry::create_monitor, telemetry::now_ms, telemetry::radar,
+    broker::Mosquitto, db, telemetry::create_monitor, telemetry::now_ms, telemetry::snapshot_gaps,
     telemetry::wait_for, worker::Worker,
 };
 
@@ -66,16 +66,8 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, forwarding: &AtomicBool) {
 
 /// The `mqtt_outage` gaps in the monitor's snapshot: (from, closed).
 fn outages(db: &db::TestDb, id: &str) -> Vec<(DateTime<Utc>, bool)> {
-    let out = radar(db)
-        .args(["snapshot", "inspect", id, "--json"])
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    json["coverage"]["gaps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|g| g["cause"] == "mqtt_outage")
+    snapshot_gaps(db, id, "mqtt_outage")
+        .iter()
         .filter_map(|g| {
             let from = g["from"].as_str()?.parse().ok()?;
             Some((from, !g["to"].is_null()))

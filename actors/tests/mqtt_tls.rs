@@ -34,20 +34,6 @@ fn ready(worker: &Worker) {
     });
 }
 
-/// Waits for `/readyz` 503 with a detail; returns the detail.
-fn refused(worker: &Worker) -> String {
-    wait_for(
-        Duration::from_secs(30),
-        "/readyz answers 503 with a reason",
-        || {
-            let (code, body) = worker.get("/readyz")?;
-            let json: serde_json::Value = serde_json::from_str(&body).ok()?;
-            let detail = json["not_ready"][0]["detail"].as_str()?.to_string();
-            (code == 503 && !detail.is_empty()).then_some(detail)
-        },
-    )
-}
-
 #[tokio::test]
 async fn a_tls_broker_is_verified_by_ca_and_name_and_mutual_tls_needs_the_client_pair() {
     let db = db::migrated_database("mqtt_tls").await;
@@ -86,14 +72,14 @@ async fn a_tls_broker_is_verified_by_ca_and_name_and_mutual_tls_needs_the_client
         &[&id],
         &[("RADAR_MQTT_URL", &mqtts(&broker))],
     );
-    let detail = refused(&worker);
+    let detail = worker.not_ready_detail();
     assert!(detail.contains("certificate"), "{detail}");
     drop(worker);
 
     // A plain URL on the TLS port says to use mqtts://.
     let id = monitor("tls-plain-url");
     let worker = Worker::spawn(&db, &broker, dir.path(), &[&id], &[]);
-    let detail = refused(&worker);
+    let detail = worker.not_ready_detail();
     assert!(detail.contains("mqtts://"), "{detail}");
     drop(worker);
 
@@ -110,7 +96,7 @@ async fn a_tls_broker_is_verified_by_ca_and_name_and_mutual_tls_needs_the_client
             ("RADAR_MQTT_CA_FILE", &ca_file),
         ],
     );
-    let detail = refused(&worker);
+    let detail = worker.not_ready_detail();
     assert!(detail.contains("certificate"), "{detail}");
     drop(worker);
 
@@ -144,7 +130,7 @@ async fn a_tls_broker_is_verified_by_ca_and_name_and_mutual_tls_needs_the_client
             ("RADAR_MQTT_CA_FILE", &ca_file),
         ],
     );
-    let detail = refused(&worker);
+    let detail = worker.not_ready_detail();
     assert!(detail.contains("client certificate"), "{detail}");
     drop(worker);
 
@@ -161,6 +147,6 @@ async fn a_tls_broker_is_verified_by_ca_and_name_and_mutual_tls_needs_the_client
             ("RADAR_MQTT_CA_FILE", &ca_file),
         ],
     );
-    let detail = refused(&worker);
+    let detail = worker.not_ready_detail();
     assert!(detail.contains("does not speak TLS"), "{detail}");
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use radar_testkit::{
     broker::Mosquitto, db, exposition::sample, monitor::MonitorFile,
-    telemetry::create_monitor_from, telemetry::now_ms, telemetry::radar, telemetry::wait_for,
-    worker::Worker,
+    telemetry::create_monitor_from, telemetry::now_ms, telemetry::radar,
+    telemetry::snapshot_inspection, telemetry::wait_for, worker::Worker,
 };
 
 const FRAMES: i64 = 20;
@@ -115,11 +115,7 @@ async fn received_equals_frames_values_plus_every_named_reason_plus_held_in_metr
 
     // The last snapshot (graceful stop) carries the same account.
     assert!(worker.terminate().success());
-    let out = radar(&db)
-        .args(["snapshot", "inspect", &id, "--json"])
-        .output()
-        .unwrap();
-    let inspection: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inspection = snapshot_inspection(&db, &id);
     let fates = &inspection["fates"];
     assert_eq!(fates["received"], received, "{inspection:#}");
     assert_eq!(fates["accepted"], (FRAMES + 1) * 2, "{inspection:#}");

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use radar_testkit::{
     broker::Mosquitto, db, monitor::MonitorFile, poll, telemetry::create_monitor_from,
-    telemetry::now_ms, telemetry::radar, telemetry::wait_for, worker::Worker,
+    telemetry::now_ms, telemetry::snapshot_gaps, telemetry::snapshot_inspection,
+    telemetry::status_row, telemetry::wait_for, worker::Worker,
 };
 
 /// Readings `flow` and `pressure` under `prefix`, silent after 2 s.
@@ -41,16 +42,8 @@ struct Gap {
 
 /// The `no_data` gaps of the monitor's snapshot.
 fn no_data_gaps(db: &db::TestDb, id: &str) -> Vec<Gap> {
-    let out = radar(db)
-        .args(["snapshot", "inspect", id, "--json"])
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    json["coverage"]["gaps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|g| g["cause"] == "no_data")
+    snapshot_gaps(db, id, "no_data")
+        .iter()
         .map(|g| Gap {
             from_ms: g["from"]
                 .as_str()
@@ -59,16 +52,6 @@ fn no_data_gaps(db: &db::TestDb, id: &str) -> Vec<Gap> {
             closed: !g["to"].is_null(),
         })
         .collect()
-}
-
-/// The monitor's row of `radar status --json`.
-fn status_row(db: &db::TestDb, id: &str) -> Option<serde_json::Value> {
-    let out = radar(db).args(["status", "--json"]).output().ok()?;
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    rows.as_array()?
-        .iter()
-        .find(|r| r["service_id"] == id || r["id"] == id || r["monitor_id"] == id)
-        .cloned()
 }
 
 fn status_state(db: &db::TestDb, id: &str) -> Option<String> {
@@ -212,11 +195,7 @@ async fn a_monitor_that_fell_idle_watches_the_clock_again_after_new_data() {
     poll::within(Duration::from_secs(20)).blocking(
         "no_data active in the committed snapshot",
         || {
-            let out = radar(&db)
-                .args(["snapshot", "inspect", &id, "--json"])
-                .output()
-                .map_err(|e| e.to_string())?;
-            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let json = snapshot_inspection(&db, &id);
             let active = &json["coverage"]["active"];
             match active.as_array() {
                 Some(causes) if causes.iter().any(|c| c == "no_data") => Ok(()),

@@ -8,18 +8,8 @@ use std::{path::Path, time::Duration};
 use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
 use radar_testkit::{
     broker::Mosquitto, db, exposition::sample, telemetry::create_monitor, telemetry::now_ms,
-    telemetry::radar, telemetry::wait_for, worker::Worker,
+    telemetry::radar, telemetry::status_rows, telemetry::wait_for, worker::Worker,
 };
-
-fn status(db: &db::TestDb) -> Vec<serde_json::Value> {
-    let out = radar(db).args(["status", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "radar status: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("status --json is a JSON array")
-}
 
 fn row<'a>(rows: &'a [serde_json::Value], id: &str) -> &'a serde_json::Value {
     rows.iter()
@@ -94,7 +84,7 @@ async fn status_json_shows_a_healthy_a_checkpoint_stalled_and_a_failed_startup_m
             }
             ts += 1;
             sent += 1;
-            let rows = status(&db);
+            let rows = status_rows(&db);
             let state = |id: &str| row(&rows, id)["state"].as_str().unwrap_or("").to_string();
             (state(&healthy) == "running"
                 && row(&rows, &healthy)["processed_count"].as_u64() >= Some(3)

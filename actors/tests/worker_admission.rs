@@ -74,12 +74,7 @@ async fn monitors_created_and_retired_while_the_worker_runs_are_started_and_stop
             },
         )
         .await;
-    worker.signal("TERM");
-    assert!(
-        worker.wait_exit(Duration::from_secs(30)).await.success(),
-        "{}",
-        worker.log()
-    );
+    worker.stop_cleanly(Duration::from_secs(30)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -245,8 +245,7 @@ async fn a_worker_with_database_writes_disabled_ignores_a_committed_snapshot_and
         r.processed_count == 50
     })
     .await;
-    first.signal("TERM");
-    assert!(first.wait_exit(START).await.success(), "{}", first.log());
+    first.stop_cleanly(START).await;
     wait_for_no_other_sessions(&mut conn, START).await;
     let committed = snapshot_row(&mut conn, id).await.expect("snapshot");
     let status = h.status_of(id);
@@ -283,8 +282,7 @@ async fn a_worker_with_database_writes_disabled_ignores_a_committed_snapshot_and
         Some(1.0),
         "a new detector, not the restored one (which was monitoring):\n{text}"
     );
-    fresh.signal("TERM");
-    assert!(fresh.wait_exit(START).await.success(), "{}", fresh.log());
+    fresh.stop_cleanly(START).await;
 
     wait_for_no_other_sessions(&mut conn, START).await;
     assert_eq!(

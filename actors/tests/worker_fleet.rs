@@ -81,8 +81,7 @@ async fn a_live_worker_without_graph_support_blocks_enable_until_it_stops() {
     assert_eq!(authoring_status(&h)["enabled"], true);
 
     // A graceful stop takes the worker out of the live set at once.
-    worker.signal("TERM");
-    assert!(worker.wait_exit(Duration::from_secs(60)).await.success());
+    worker.stop_cleanly(Duration::from_secs(60)).await;
     assert!(
         live_ids(&authoring_status(&h)).is_empty(),
         "a stopped worker is not live: {}",

@@ -11,22 +11,13 @@ use std::time::Duration;
 
 use diesel::sql_types::{Bytea, Jsonb, Uuid as SqlUuid};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use radar_testkit::graph::{node_mut, small_graph, snapshot_row};
+use radar_testkit::graph::{field, node_mut, small_graph, snapshot_row};
 use radar_testkit::postgres::PrivatePostgres;
 use radar_testkit::prelude::*;
 use serde_json::Value;
 use uuid::Uuid;
 
 const START: Duration = Duration::from_secs(30);
-
-/// The value after `key: ` on its line of `radar graph` output.
-fn field(text: &str, key: &str) -> String {
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
-        .unwrap_or_else(|| panic!("no {key} in {text}"))
-        .trim()
-        .to_string()
-}
 
 /// Points a run's monitor at another revision of its graph, as a rebinding
 /// of the run would (radar has no command for it: `activate` always starts
@@ -103,8 +94,7 @@ async fn a_graph_run_restores_across_a_layout_only_revision_and_refuses_a_semant
         Some(0),
         "the graph run's snapshot is restorable: {view:#}"
     );
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
 
     // A layout-only revision: same semantics hash, the snapshot restores
     // and the graph continues where it was (a fresh graph would still be
@@ -127,8 +117,7 @@ async fn a_graph_run_restores_across_a_layout_only_revision_and_refuses_a_semant
         processed(s) == 45 && s["phase"] == "monitoring"
     })
     .await;
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
     wait_snapshot(&mut conn, ids.service, START, "45 frames", |r| {
         r.processed_count == 45
     })
@@ -232,8 +221,7 @@ async fn re_activating_an_earlier_revision_starts_a_fresh_run_and_a_stopped_run_
         kept,
         "the earlier run's snapshot is never restored or touched"
     );
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
     assert_eq!(run_status(&h.inspect_run(again.run)), "running");
 }
 
@@ -319,8 +307,7 @@ async fn an_uncertain_node_failure_quarantines_the_run_and_its_snapshot_stays_by
     assert_eq!(first.log_count("Admitted graph run"), 1);
 
     // A graceful shutdown exports nothing for the quarantined monitor.
-    first.signal("TERM");
-    assert!(first.wait_exit(START).await.success(), "{}", first.log());
+    first.stop_cleanly(START).await;
     wait_for_no_other_sessions(&mut conn, START).await;
     assert_eq!(snapshot_row(&mut conn, ids.service).await, before);
     assert_eq!(run_status(&h.inspect_run(ids.run)), "failed");
@@ -393,8 +380,7 @@ async fn a_quarantined_worker_retries_the_failure_record_until_postgresql_is_bac
     .await;
     let mut conn = h.connect().await;
     assert_eq!(snapshot_row(&mut conn, ids.service).await, before);
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
     wait_for_no_other_sessions(&mut conn, START).await;
     assert_eq!(snapshot_row(&mut conn, ids.service).await, before);
 }
@@ -456,8 +442,7 @@ async fn a_quarantined_worker_retries_the_failure_record_while_postgresql_hangs_
         .await;
     let mut conn = h.connect().await;
     assert_eq!(snapshot_row(&mut conn, ids.service).await, before);
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,8 +94,7 @@ async fn sigterm_during_a_blocked_model_operation_waits_for_it_before_the_last_s
     worker
         .wait_log("Fault node: blocking the model thread", START)
         .await;
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
     let mut conn = h.connect().await;
     let row = snapshot_row(&mut conn, ids.service)
         .await

@@ -65,8 +65,7 @@ async fn during_a_database_outage_checkpoints_are_retried_after_doubling_pauses_
     .await;
     eprintln!("committed again {:?} after the restart", back.elapsed());
     assert!(worker.running(), "{}", worker.log());
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,6 +124,5 @@ async fn a_worker_started_while_the_database_is_down_waits_not_ready_and_starts_
     })
     .await
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", worker.log()));
-    worker.signal("TERM");
-    assert!(worker.wait_exit(START).await.success(), "{}", worker.log());
+    worker.stop_cleanly(START).await;
 }

@@ -240,12 +240,7 @@ async fn a_corrupted_snapshot_fails_only_its_monitor_and_a_single_monitor_worker
         h.wait_status(id, START, "5 frames processed", |s| processed(s) == 5)
             .await;
     }
-    worker.signal("TERM");
-    assert!(
-        worker.wait_exit(Duration::from_secs(30)).await.success(),
-        "{}",
-        worker.log()
-    );
+    worker.stop_cleanly(Duration::from_secs(30)).await;
 
     let mut conn = h.connect().await;
     diesel::sql_query(
@@ -291,12 +286,7 @@ async fn a_corrupted_snapshot_fails_only_its_monitor_and_a_single_monitor_worker
     );
     let again = h.status_of(bad);
     assert_eq!(state(&again), "startup_failed", "not restarted: {again:#}");
-    worker.signal("TERM");
-    assert!(
-        worker.wait_exit(Duration::from_secs(30)).await.success(),
-        "{}",
-        worker.log()
-    );
+    worker.stop_cleanly(Duration::from_secs(30)).await;
 
     let mut single = h.spawn_worker("w-corrupt-3", &[], &["--monitor", &bad.to_string()]);
     let status = single.wait_exit(START).await;

@@ -306,8 +306,7 @@ async fn a_single_monitor_worker_exits_non_zero_when_another_worker_takes_its_mo
         Some(25)
     );
     assert!(second.running());
-    second.signal("TERM");
-    assert!(second.wait_exit(START).await.success(), "{}", second.log());
+    second.stop_cleanly(START).await;
 }
 
 /// A shard worker that lost a monitor to an overlapping worker must not
@@ -346,12 +345,7 @@ async fn a_worker_that_lost_a_monitor_takes_it_back_after_the_overlapping_worker
     first
         .wait_log("lost ownership of its snapshot", START)
         .await;
-    overlapping.signal("TERM");
-    assert!(
-        overlapping.wait_exit(START).await.success(),
-        "{}",
-        overlapping.log()
-    );
+    overlapping.stop_cleanly(START).await;
 
     h.wait_status(
         id,

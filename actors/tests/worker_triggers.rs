@@ -163,8 +163,7 @@ async fn the_first_frame_after_a_restore_checkpoints_the_end_of_the_restart_gap_
     publisher.flush(START).await;
     h.wait_status(id, START, "3 frames processed", |s| processed(s) == 3)
         .await;
-    first.signal("TERM");
-    assert!(first.wait_exit(START).await.success(), "{}", first.log());
+    first.stop_cleanly(START).await;
     let mut conn = h.connect().await;
     let stopped = wait_snapshot(&mut conn, id, START, "the last snapshot", |r| {
         r.processed_count == 3

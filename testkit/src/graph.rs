@@ -162,3 +162,12 @@ pub async fn running(graphs: &GraphStore, conn: &mut AsyncPgConnection) -> Activ
     ));
     run
 }
+
+/// The value after `key: ` on its line of `radar graph` output.
+pub fn field(text: &str, key: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in {text}"))
+        .trim()
+        .to_string()
+}

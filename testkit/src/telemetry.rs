@@ -84,6 +84,65 @@ impl Worker {
                 .then_some(())
         });
     }
+
+    /// Waits (at most 30 s) until `/readyz` answers 503 with a reason for
+    /// its first monitor, and returns that reason.
+    pub fn not_ready_detail(&self) -> String {
+        wait_for(
+            Duration::from_secs(30),
+            "/readyz answers 503 with a reason",
+            || {
+                let (code, body) = self.get("/readyz")?;
+                let json: serde_json::Value = serde_json::from_str(&body).ok()?;
+                let detail = json["not_ready"][0]["detail"].as_str()?.to_string();
+                (code == 503 && !detail.is_empty()).then_some(detail)
+            },
+        )
+    }
+}
+
+/// The rows of `radar status --json`; panics with the command's error if it
+/// fails.
+pub fn status_rows(db: &TestDb) -> Vec<serde_json::Value> {
+    let out = radar(db)
+        .args(["status", "--json"])
+        .output()
+        .expect("run radar status");
+    assert!(
+        out.status.success(),
+        "radar status: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("status --json is a JSON array")
+}
+
+/// Monitor `id`'s row of `radar status --json`, if it has one yet.
+pub fn status_row(db: &TestDb, id: &str) -> Option<serde_json::Value> {
+    status_rows(db)
+        .into_iter()
+        .find(|r| r["monitor_id"].as_str() == Some(id))
+}
+
+/// `radar snapshot inspect ID --json`: `Null` while the monitor has no
+/// snapshot to inspect.
+pub fn snapshot_inspection(db: &TestDb, id: &str) -> serde_json::Value {
+    let out = radar(db)
+        .args(["snapshot", "inspect", id, "--json"])
+        .output()
+        .expect("run radar snapshot inspect");
+    serde_json::from_slice(&out.stdout).unwrap_or_default()
+}
+
+/// The coverage gaps of `cause` in monitor `id`'s snapshot, oldest first.
+pub fn snapshot_gaps(db: &TestDb, id: &str, cause: &str) -> Vec<serde_json::Value> {
+    let inspection = snapshot_inspection(db, id);
+    inspection["coverage"]["gaps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| g["cause"] == cause)
+        .cloned()
+        .collect()
 }
 
 /// Milliseconds since the epoch, for fresh observation timestamps.

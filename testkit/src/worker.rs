@@ -208,6 +208,19 @@ impl Worker {
             .await
     }
 
+    /// SIGTERM, then waits (at most `within`) for the exit, which must be
+    /// clean (status 0); panics with the worker's log otherwise.
+    pub async fn stop_cleanly(&mut self, within: Duration) {
+        self.signal("TERM");
+        let status = self.wait_exit(within).await;
+        assert!(
+            status.success(),
+            "worker {} exited with {status} after SIGTERM: {}",
+            self.id,
+            self.log()
+        );
+    }
+
     /// SIGTERM, then waits (blocking) for the exit: the worker stops its
     /// monitors in order.
     pub fn terminate(mut self) -> ExitStatus {
