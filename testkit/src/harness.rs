@@ -129,22 +129,12 @@ impl Harness {
 
     /// `radar status --json`.
     pub fn status(&self) -> Vec<Value> {
-        let out = self.radar(&["status", "--json"]);
-        assert!(
-            out.status.success(),
-            "radar status failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rows: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
-        rows.as_array().cloned().unwrap_or_default()
+        crate::telemetry::status_rows(&self.db)
     }
 
     /// One monitor's status object.
     pub fn status_of(&self, id: Uuid) -> Value {
-        self.status()
-            .into_iter()
-            .find(|row| row["monitor_id"] == id.to_string())
-            .unwrap_or(Value::Null)
+        crate::telemetry::status_row(&self.db, &id.to_string()).unwrap_or(Value::Null)
     }
 
     /// Waits until the monitor's status satisfies `condition`; returns it.
@@ -162,9 +152,7 @@ impl Harness {
 
     /// `radar snapshot inspect ID --json` and its exit code.
     pub fn inspect(&self, id: Uuid) -> (Value, Option<i32>) {
-        let out = self.radar(&["snapshot", "inspect", &id.to_string(), "--json"]);
-        let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        (value, out.status.code())
+        crate::telemetry::inspect_snapshot(&self.db, &id.to_string())
     }
 
     pub async fn connect(&self) -> AsyncPgConnection {

@@ -123,14 +123,20 @@ pub fn status_row(db: &TestDb, id: &str) -> Option<serde_json::Value> {
         .find(|r| r["monitor_id"].as_str() == Some(id))
 }
 
-/// `radar snapshot inspect ID --json`: `Null` while the monitor has no
-/// snapshot to inspect.
-pub fn snapshot_inspection(db: &TestDb, id: &str) -> serde_json::Value {
+/// `radar snapshot inspect ID --json` and its exit code; `Null` while the
+/// monitor has no snapshot to inspect.
+pub fn inspect_snapshot(db: &TestDb, id: &str) -> (serde_json::Value, Option<i32>) {
     let out = radar(db)
         .args(["snapshot", "inspect", id, "--json"])
         .output()
         .expect("run radar snapshot inspect");
-    serde_json::from_slice(&out.stdout).unwrap_or_default()
+    let value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (value, out.status.code())
+}
+
+/// [`inspect_snapshot`] without the exit code.
+pub fn snapshot_inspection(db: &TestDb, id: &str) -> serde_json::Value {
+    inspect_snapshot(db, id).0
 }
 
 /// The coverage gaps of `cause` in monitor `id`'s snapshot, oldest first.
