@@ -3,10 +3,10 @@
 //! a terminal exit) and the state is derived, so no two reports can leave
 //! the monitor in a contradictory state.
 //!
-//! [`Facts::state`] is the one place a state is derived. The health board
+//! [`HealthFacts::state`] is the one place a state is derived. The health board
 //! ([`Condition`]: `/readyz` and the state gauge) keeps its facts from
 //! events; a monitor's heartbeat takes its facts from the views the model,
-//! checkpoint and link publish, and writes [`Facts::status_label`], the same
+//! checkpoint and link publish, and writes [`HealthFacts::status_label`], the same
 //! state under the status table's names.
 
 use serde::Serialize;
@@ -119,7 +119,7 @@ impl Stall {
 
 /// What one instant shows of a monitor; its state follows from these alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Facts {
+pub struct HealthFacts {
     /// How the monitor ended: a state an exit leaves
     /// (`MonitorState::from(&ExitReason)`); a quarantine counts from the
     /// moment it is being recorded.
@@ -134,7 +134,7 @@ pub struct Facts {
     pub no_data: bool,
 }
 
-impl Facts {
+impl HealthFacts {
     /// The state: an end first, then a stall, then the connection (a
     /// connected monitor whose required readings are silent has no data).
     pub fn state(&self) -> MonitorState {
@@ -195,8 +195,8 @@ pub struct Condition {
 }
 
 impl Condition {
-    pub fn facts(&self) -> Facts {
-        Facts {
+    fn facts(&self) -> HealthFacts {
+        HealthFacts {
             ended: self.exit.as_ref().map(MonitorState::from),
             stall: self.stall,
             connected: self.connected,
@@ -358,30 +358,30 @@ mod tests {
     /// the state is decided: an end, a stall, then the connection.
     #[test]
     fn the_status_table_shows_each_state_under_its_own_name() {
-        let up = Facts {
+        let up = HealthFacts {
             connected: true,
             was_connected: true,
-            ..Facts::default()
+            ..HealthFacts::default()
         };
         let cases = [
-            (Facts::default(), "starting"),
+            (HealthFacts::default(), "starting"),
             (up, "running"),
             (
-                Facts {
+                HealthFacts {
                     connected: false,
                     ..up
                 },
                 "disconnected",
             ),
             (
-                Facts {
+                HealthFacts {
                     no_data: true,
                     ..up
                 },
                 "no_data",
             ),
             (
-                Facts {
+                HealthFacts {
                     no_data: true,
                     connected: false,
                     ..up
@@ -389,14 +389,14 @@ mod tests {
                 "disconnected",
             ),
             (
-                Facts {
+                HealthFacts {
                     no_data: true,
-                    ..Facts::default()
+                    ..HealthFacts::default()
                 },
                 "starting",
             ),
             (
-                Facts {
+                HealthFacts {
                     stall: Some(Stall::Input),
                     no_data: true,
                     ..up
@@ -404,14 +404,14 @@ mod tests {
                 "stalled",
             ),
             (
-                Facts {
+                HealthFacts {
                     stall: Some(Stall::Checkpoint),
-                    ..Facts::default()
+                    ..HealthFacts::default()
                 },
                 "checkpoint_stalled",
             ),
             (
-                Facts {
+                HealthFacts {
                     ended: Some(MonitorState::Quarantined),
                     stall: Some(Stall::Checkpoint),
                     ..up
@@ -419,7 +419,7 @@ mod tests {
                 "quarantined",
             ),
             (
-                Facts {
+                HealthFacts {
                     ended: Some(MonitorState::Stopped),
                     ..up
                 },
@@ -499,7 +499,7 @@ mod properties {
         }
     }
 
-    fn facts() -> impl Strategy<Value = Facts> {
+    fn facts() -> impl Strategy<Value = HealthFacts> {
         (
             // The states an exit leaves (`MonitorState::from(&ExitReason)`).
             proptest::option::of(proptest::sample::select(vec![
@@ -513,7 +513,7 @@ mod properties {
             any::<(bool, bool, bool)>(),
         )
             .prop_map(
-                |(ended, stall, (connected, was_connected, no_data))| Facts {
+                |(ended, stall, (connected, was_connected, no_data))| HealthFacts {
                     ended,
                     stall,
                     connected,

@@ -38,7 +38,7 @@ pub mod names;
 pub mod readiness;
 pub mod text;
 
-pub use condition::{Facts, MonitorState, Stall};
+pub use condition::{HealthFacts, MonitorState, Stall};
 pub use events::InternalEvent;
 pub use handle::{METER_NAME, MonitorTelemetry, Telemetry};
 pub use instruments::Instruments;

@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Instant};
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 use radar::store::{HealthOutcome, HealthRecord, HealthReporter};
-use radar::telemetry::{Facts, MonitorState, MonitorTelemetry, RejectReason, Stall, events};
+use radar::telemetry::{HealthFacts, MonitorState, MonitorTelemetry, RejectReason, Stall, events};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use uuid::Uuid;
 
@@ -49,7 +49,7 @@ pub(super) struct Health {
     progress: (u64, Instant),
     /// The facts last assessed, to log and emit transitions once; they
     /// also remember whether the monitor was ever connected.
-    facts: Facts,
+    facts: HealthFacts,
     /// Network-side rejections (unknown topic, too large) already counted
     /// in metrics; the model never sees those messages.
     network_rejected: (u64, u64),
@@ -83,7 +83,7 @@ impl Health {
             batched,
             monitor,
             progress: (0, Instant::now()),
-            facts: Facts::default(),
+            facts: HealthFacts::default(),
             network_rejected: (0, 0),
             halted: false,
             documents: Documents::default(),
@@ -100,8 +100,8 @@ impl Health {
     }
 
     /// The facts the published views show now (the state follows from
-    /// them: [`Facts::state`]).
-    fn assess(&mut self) -> Facts {
+    /// them: [`HealthFacts::state`]).
+    fn assess(&mut self) -> HealthFacts {
         // Borrowed, not cloned: the view holds strings and a list of
         // readings, and nothing here outlives the borrow.
         let model = self.inputs.model.borrow();
@@ -118,7 +118,7 @@ impl Health {
         } else {
             None
         };
-        Facts {
+        HealthFacts {
             ended: model
                 .quarantine
                 .is_some()
@@ -131,7 +131,7 @@ impl Health {
     }
 
     /// Logs and emits a change of state.
-    fn changed(&self, previous: Facts, now: Facts) {
+    fn changed(&self, previous: HealthFacts, now: HealthFacts) {
         let _span = self.span.enter();
         tracing::info!(monitor_id = %self.service_id, state = now.status_label(), "Monitor state changed.");
         match (previous.stalled(), now.stalled()) {
@@ -171,7 +171,7 @@ impl Health {
     }
 
     /// The record of `facts` as the views show it, taken `now`.
-    pub(super) fn record(&mut self, facts: Facts, now: DateTime<Utc>) -> HealthRecord {
+    pub(super) fn record(&mut self, facts: HealthFacts, now: DateTime<Utc>) -> HealthRecord {
         let documents = &mut self.documents;
         self.inputs
             .with_views(|views| documents.record(facts, views, now))
@@ -180,7 +180,7 @@ impl Health {
     /// The record `state` has now, and whether it is the one last written
     /// (then shared, not rebuilt). Without the worker's batch every record
     /// is written in full, so none is taken as unchanged.
-    fn current(&mut self, facts: Facts, now: DateTime<Utc>) -> (Arc<HealthRecord>, bool) {
+    fn current(&mut self, facts: HealthFacts, now: DateTime<Utc>) -> (Arc<HealthRecord>, bool) {
         if self.batched
             && let Some(written) = &self.written
         {

@@ -1,9 +1,9 @@
 //! A monitor's health: reads only what the other actors published (never
 //! waits on the model), gathers the facts its state follows from
-//! ([`radar::telemetry::Facts`]: the one derivation, shared with the
-//! health board), detects stalls, and writes the operational status. Its database write compares the snapshot
-//! signature without taking the row lock, so a heartbeat lands even while an
-//! evidence transaction is blocked.
+//! ([`radar::telemetry::HealthFacts`]: the one derivation, shared with the
+//! health board), detects stalls, and writes the operational status. Its
+//! database write compares the snapshot signature without taking the row
+//! lock, so a heartbeat lands even while an evidence transaction is blocked.
 //!
 //! - `beat`: one monitor's beat (assessment, metrics, the record to write).
 //! - `driver`: the worker's one timer that beats every monitor.
@@ -23,7 +23,7 @@ use actix::prelude::*;
 use chrono::Utc;
 use radar::mqtt::{IngressCounters, LinkStatus};
 use radar::store::{HealthOutcome, HealthReporter};
-use radar::telemetry::{Facts, MonitorState, MonitorTelemetry};
+use radar::telemetry::{HealthFacts, MonitorState, MonitorTelemetry};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -137,9 +137,9 @@ impl Handler<FinalReport> for HealthActor {
         let mut health = lock(&self.health);
         health.halted = true;
         let reporter = Arc::clone(&health.reporter);
-        let ended = Facts {
+        let ended = HealthFacts {
             ended: Some(MonitorState::from(&msg.reason)),
-            ..Facts::default()
+            ..HealthFacts::default()
         };
         let mut record = health.record(ended, Utc::now());
         record.connected = false;

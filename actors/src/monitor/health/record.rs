@@ -10,7 +10,7 @@ use radar::{
     mqtt::LinkStatus,
     snapshot::RecoveryMetadata,
     store::{HealthRecord, JsonDocument},
-    telemetry::{Facts, MonitorState},
+    telemetry::{HealthFacts, MonitorState},
 };
 
 use super::super::view::{CheckpointView, ModelView};
@@ -72,7 +72,7 @@ impl Documents {
     /// The record of `facts` as the views show it, taken `now`.
     pub(super) fn record(
         &mut self,
-        facts: Facts,
+        facts: HealthFacts,
         views: &Views<'_>,
         now: DateTime<Utc>,
     ) -> HealthRecord {
@@ -98,7 +98,7 @@ impl Documents {
     pub(super) fn unchanged(
         &self,
         written: &HealthRecord,
-        facts: Facts,
+        facts: HealthFacts,
         views: &Views<'_>,
     ) -> bool {
         let HealthRecord {
@@ -191,12 +191,12 @@ mod tests {
     #[test]
     fn a_written_record_is_unchanged_until_any_of_its_fields_would_change() {
         let base = Inputs::new();
-        let running = Facts {
+        let running = HealthFacts {
             connected: true,
             was_connected: true,
-            ..Facts::default()
+            ..HealthFacts::default()
         };
-        let no_data = Facts {
+        let no_data = HealthFacts {
             no_data: true,
             ..running
         };
@@ -266,7 +266,7 @@ mod tests {
             let other = if state == no_data {
                 running
             } else {
-                Facts {
+                HealthFacts {
                     stall: Some(Stall::Input),
                     ..running
                 }
