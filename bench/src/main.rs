@@ -123,7 +123,11 @@ async fn recovery_alone(env: &Env, args: &RecoveryArgs) -> Result<()> {
     );
     let db = ingest::prepare_snapshots(env, args.recovery_monitors, 2).await?;
     let report = recovery_run(env, &db, args).await;
-    db.drop_db().await?;
+    if std::env::var_os("RADAR_BENCH_KEEP_DB").is_some() {
+        eprintln!("kept database {}", db.url);
+    } else {
+        db.drop_db().await?;
+    }
     print_recovery(&report?, None);
     Ok(())
 }

@@ -44,7 +44,9 @@ pub use handle::{METER_NAME, MonitorTelemetry, Telemetry};
 pub use instruments::Instruments;
 pub use labels::{CheckpointFailure, DetectorPhase, ModelOperation, RejectReason};
 pub use names::Metric;
-pub use readiness::{Board, MonitorView, NotReady, Readiness, Recovery, WorkerNotReady};
+pub use readiness::{
+    Board, MonitorView, NOT_READY_LISTED, NotReady, Readiness, Recovery, WorkerNotReady,
+};
 
 #[cfg(test)]
 mod tests;

@@ -54,6 +54,37 @@ fn a_monitor_is_ready_after_connecting_and_unready_after_dropping() {
 }
 
 #[test]
+fn readyz_counts_every_unready_monitor_and_names_the_first_hundred_by_id() {
+    let t = telemetry();
+    let monitors: Vec<_> = (0..NOT_READY_LISTED as u128 + 5)
+        .map(|i| t.monitor(Uuid::from_u128(1000 - i), &format!("pump-{i}")))
+        .collect();
+    let r = t.board().readiness();
+    assert!(!r.ready);
+    assert_eq!(r.monitors, NOT_READY_LISTED + 5);
+    assert_eq!(r.not_ready_count, NOT_READY_LISTED + 5);
+    assert_eq!(r.not_ready.len(), NOT_READY_LISTED);
+    let ids: Vec<Uuid> = r.not_ready.iter().map(|n| n.monitor_id).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted, "named by id");
+    assert_eq!(ids[0], Uuid::from_u128(1000 - NOT_READY_LISTED as u128 - 4));
+    for m in &monitors[1..] {
+        m.emit(ConnectionChanged(&connected()));
+    }
+    let r = t.board().readiness();
+    assert!(!r.ready);
+    assert_eq!(r.not_ready_count, 1);
+    assert_eq!(r.not_ready[0].monitor_id, Uuid::from_u128(1000));
+    assert_eq!(r.not_ready[0].monitor_name, "pump-0");
+    assert_eq!(r.not_ready[0].state, MonitorState::Starting);
+    monitors[0].emit(ConnectionChanged(&connected()));
+    let r = t.board().readiness();
+    assert!(r.ready);
+    assert_eq!((r.not_ready_count, r.not_ready.len()), (0, 0));
+}
+
+#[test]
 fn terminal_events_keep_the_worker_unready_until_the_monitor_is_removed() {
     let t = telemetry();
     let m = t.monitor(Uuid::from_u128(1), "pump");

@@ -125,15 +125,18 @@ impl Board {
     /// Every monitor as of `now` (which only the snapshot age depends on),
     /// ordered by id.
     pub fn views(&self, now: DateTime<Utc>) -> Vec<MonitorView> {
-        // Clone the slots out so entry locks are never taken under the map lock.
-        let slots: Vec<Arc<Slot>> = self
-            .slots
+        self.slots().iter().map(|s| s.view(now)).collect()
+    }
+
+    /// The entries, ordered by id, cloned out so that entry locks are never
+    /// taken under the map lock.
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.slots
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .cloned()
-            .collect();
-        slots.iter().map(|s| s.view(now)).collect()
+            .collect()
     }
 
     pub fn view(&self, id: Uuid, now: DateTime<Utc>) -> Option<MonitorView> {
@@ -146,21 +149,31 @@ impl Board {
         slot.map(|s| s.view(now))
     }
 
-    /// Whether the worker is ready, and which monitors keep it from being so.
+    /// Whether the worker is ready, and which monitors keep it from being so:
+    /// every not-ready monitor is counted, the first [`NOT_READY_LISTED`]
+    /// (by id) are named. Reads only each monitor's condition, never its
+    /// figures, so a probe stays cheap at thousands of monitors.
     pub fn readiness(&self) -> Readiness {
-        let views = self.views(Utc::now());
-        let monitors = views.len();
-        let not_ready: Vec<NotReady> = views
-            .into_iter()
-            .filter(|v| v.state != MonitorState::Connected)
-            .map(|v| NotReady {
-                monitor_id: v.id,
-                monitor_name: v.name,
-                state: v.state,
-                connected: v.connected,
-                detail: v.detail,
-            })
-            .collect();
+        let slots = self.slots();
+        let mut not_ready = Vec::new();
+        let mut not_ready_count = 0;
+        for slot in &slots {
+            let condition = slot.condition();
+            let state = condition.state();
+            if state == MonitorState::Connected {
+                continue;
+            }
+            not_ready_count += 1;
+            if not_ready.len() < NOT_READY_LISTED {
+                not_ready.push(NotReady {
+                    monitor_id: slot.id,
+                    monitor_name: slot.name.to_string(),
+                    state,
+                    connected: condition.connected(),
+                    detail: condition.detail().to_owned(),
+                });
+            }
+        }
         let worker: Vec<WorkerNotReady> = self
             .held
             .read()
@@ -172,13 +185,19 @@ impl Board {
             })
             .collect();
         Readiness {
-            ready: not_ready.is_empty() && worker.is_empty(),
-            monitors,
+            ready: not_ready_count == 0 && worker.is_empty(),
+            monitors: slots.len(),
+            not_ready_count,
             not_ready,
             worker,
         }
     }
 }
+
+/// Most not-ready monitors `/readyz` names; the rest are only counted
+/// (`radar status` lists every monitor). A list of thousands would make
+/// each probe of a large worker cost megabytes of JSON.
+pub const NOT_READY_LISTED: usize = 100;
 
 /// The body of `/readyz`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -186,6 +205,9 @@ pub struct Readiness {
     pub ready: bool,
     /// How many monitors are admitted.
     pub monitors: usize,
+    /// How many of them are not ready.
+    pub not_ready_count: usize,
+    /// The first [`NOT_READY_LISTED`] of them, by id.
     pub not_ready: Vec<NotReady>,
     /// What keeps the whole worker from being ready.
     pub worker: Vec<WorkerNotReady>,
