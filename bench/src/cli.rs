@@ -134,4 +134,8 @@ pub(super) struct RecoveryArgs {
     /// Idle time before reading the resident set, in seconds.
     #[arg(long, default_value_t = 10)]
     pub(super) idle_secs: u64,
+    /// Keep the database of snapshots `recovery` prepared (its name is
+    /// printed), so that starts can be repeated without preparing again.
+    #[arg(long, env = "RADAR_BENCH_KEEP_DB", value_parser = clap::builder::FalseyValueParser::new())]
+    pub(super) keep_db: bool,
 }

@@ -123,13 +123,23 @@ async fn recovery_alone(env: &Env, args: &RecoveryArgs) -> Result<()> {
     );
     let db = ingest::prepare_snapshots(env, args.recovery_monitors, 2).await?;
     let report = recovery_run(env, &db, args).await;
-    if std::env::var_os("RADAR_BENCH_KEEP_DB").is_some() {
-        eprintln!("kept database {}", db.url);
-    } else {
-        db.drop_db().await?;
-    }
+    done_with(db, args).await?;
     print_recovery(&report?, None);
     Ok(())
+}
+
+/// Drops the recovery scenario's database of snapshots, or keeps it (and
+/// names it) with `--keep-db`.
+async fn done_with(db: radar_bench::db::BenchDb, args: &RecoveryArgs) -> Result<()> {
+    if args.keep_db {
+        eprintln!(
+            "kept database {} ({})",
+            db.name,
+            radar::config::redact_url(&db.url)
+        );
+        return Ok(());
+    }
+    db.drop_db().await
 }
 
 /// The idle scenario for every K, one table each.
@@ -166,7 +176,7 @@ async fn all(
     let recovery = match (db, largest) {
         (Some(db), Some(largest)) if largest.params.monitors == recovery_args.recovery_monitors => {
             let report = recovery_run(env, &db, recovery_args).await;
-            db.drop_db().await?;
+            done_with(db, recovery_args).await?;
             report?
         }
         (db, _) => {
@@ -175,7 +185,7 @@ async fn all(
             }
             let db = ingest::prepare_snapshots(env, recovery_args.recovery_monitors, 2).await?;
             let report = recovery_run(env, &db, recovery_args).await;
-            db.drop_db().await?;
+            done_with(db, recovery_args).await?;
             report?
         }
     };
