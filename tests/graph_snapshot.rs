@@ -11,7 +11,7 @@ use radar::snapshot::{
 };
 use radar::store::{
     self, Activated, CheckpointStore, CheckpointWriter, Claim, EvidenceRecord, FailureRecord,
-    GraphStore, LossReason, PendingResults, Services, WriteOutcome,
+    GraphStore, LossReason, NotCommitted, PendingResults, Services, WriteOutcome,
 };
 use radar_testkit::db;
 use radar_testkit::{graph::*, rows};
@@ -289,6 +289,12 @@ async fn a_recorded_failure_fences_the_generation_for_a_replacement_holding_the_
     assert!(fenced_by_failed_run(
         replacement().commit_evidence(&pending).await
     ));
+    // The checkpoint a restarted replacement makes before subscribing.
+    let first = replacement().first_checkpoint(&next, None).await;
+    assert!(
+        matches!(&first, Err(NotCommitted::OwnershipLost(lost)) if lost.reason == LossReason::FailedRun),
+        "{first:?}"
+    );
     assert_eq!(
         snapshot_row(&mut conn, f.run.service_id).await,
         before,
@@ -333,5 +339,47 @@ async fn a_checkpoint_waiting_on_the_row_while_the_failure_commits_is_fenced_too
     assert!(
         fenced_by_failed_run(waiting.await.unwrap()),
         "the CAS on the unchanged token must not commit into the failed generation"
+    );
+}
+
+/// A replacement that finds no snapshot row (claims afresh) is fenced by
+/// the failure record as well, and its claim leaves no row behind.
+#[tokio::test]
+async fn a_failed_runs_generation_cannot_be_claimed_afresh() {
+    use diesel_async::RunQueryDsl;
+    let (f, writer) = fixture("graph_snap_fenced_claim").await;
+    let record = f
+        .graphs
+        .record_failure(
+            f.run.run_id,
+            f.run.service_id,
+            &[writer.token().as_bytes()],
+            &diagnostics(&f),
+        )
+        .await
+        .unwrap();
+    assert_eq!(record, FailureRecord::Recorded);
+    let mut conn = db::connect(&f._db).await;
+    diesel::sql_query("DELETE FROM radar_runtime_checkpoints WHERE service_id = $1")
+        .bind::<diesel::sql_types::Uuid, _>(f.run.service_id)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let binding = SnapshotBinding::for_monitor(f.run.service_id, &f.config);
+    let initial = seal(&binding, &ManagedState::default(), Utc::now(), &key()).unwrap();
+    let (claim, found) = f
+        .checkpoints
+        .first_claim(&initial, None, true)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&claim, Claim::Lost(lost) if lost.reason == LossReason::FailedRun),
+        "{claim:?}"
+    );
+    assert_eq!(found, Default::default());
+    assert_eq!(
+        snapshot_row(&mut conn, f.run.service_id).await,
+        "",
+        "the refused claim is rolled back"
     );
 }

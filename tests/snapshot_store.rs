@@ -11,8 +11,9 @@ use radar::{
     config::MonitorConfig,
     snapshot::{CheckpointKey, LoadOutcome, ManagedState, SealedSnapshot, SnapshotBinding, seal},
     store::{
-        self, AlarmRecord, CheckpointStore, CheckpointWriter, Claim, EvidenceRecord, HealthOutcome,
-        HealthRecord, PendingResults, Services, WriteKind, WriteOutcome,
+        self, AlarmReconciliation, AlarmRecord, CheckpointStore, CheckpointWriter, Claim,
+        EvidenceRecord, HealthOutcome, HealthRecord, PendingResults, Services, WriteKind,
+        WriteOutcome,
     },
 };
 use radar_testkit::{db, poll};
@@ -793,4 +794,91 @@ async fn an_older_validly_signed_row_written_back_is_refused_as_a_replay() {
     let inspection = row.inspect(&fx.binding, &key());
     assert_eq!(inspection.exit_code(), 2);
     assert_eq!(inspection.reason_code, Some("replayed"));
+}
+
+/// A restart's first checkpoint closes, in its own transaction, the alarms
+/// a background batch opened after the snapshot the detector came from
+/// (all open ones but the detector's own), at their last evidence frame,
+/// and reads the highest stored alarm number; a fresh claim does the same.
+#[tokio::test]
+async fn a_restarts_first_checkpoint_closes_the_alarms_its_detector_does_not_know_in_its_transaction()
+ {
+    let fx = fixture("first_reconcile").await;
+    let (claim, found) = fx
+        .store("worker-a")
+        .first_claim(&fx.sealed(0, at(0)), None, false)
+        .await
+        .unwrap();
+    let Claim::Won(writer) = claim else {
+        panic!("the first claim wins")
+    };
+    assert_eq!(found, AlarmReconciliation::default());
+    let writer = committed(
+        writer
+            .checkpoint(&fx.sealed(2, at(2)), &PendingResults::default())
+            .await,
+    );
+    let loaded = writer.token();
+    // After that snapshot: alarm 10 (evidence up to frame 12) and alarm 20,
+    // the one the restored detector keeps open (as if it had been restored
+    // from a later snapshot that knew it).
+    let mut batch = results(10, 3);
+    batch.alarms.extend(results(20, 1).alarms);
+    let writer = committed(writer.commit_evidence(&batch).await);
+    drop(writer);
+
+    let next = fx.sealed(2, at(30));
+    let (writer, found) = fx
+        .store("worker-b")
+        .resume(fx.service_id, loaded)
+        .first_checkpoint(&next, Some(at(20)))
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        AlarmReconciliation {
+            closed: 1,
+            highest_seq: 20
+        }
+    );
+    assert_eq!(writer.token(), next.token);
+
+    #[derive(diesel::QueryableByName, Debug, PartialEq)]
+    struct AlarmTx {
+        #[diesel(sql_type = BigInt)]
+        alarm_seq: i64,
+        #[diesel(sql_type = diesel::sql_types::Nullable<Timestamptz>)]
+        closed_at: Option<DateTime<Utc>>,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        with_new_signature: bool,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        in_checkpoint_tx: bool,
+    }
+    let alarms: Vec<AlarmTx> = diesel::sql_query(
+        "SELECT a.alarm_seq, a.closed_at, a.writer_signature = c.signature AS with_new_signature, \
+                a.xmin::text = c.xmin::text AS in_checkpoint_tx \
+         FROM radar_alarms a JOIN radar_runtime_checkpoints c USING (service_id) \
+         WHERE service_id = $1 ORDER BY a.alarm_seq",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(fx.service_id)
+    .load(&mut fx.conn().await)
+    .await
+    .unwrap();
+    assert_eq!(
+        alarms,
+        vec![
+            AlarmTx {
+                alarm_seq: 10,
+                closed_at: Some(at(12)),
+                with_new_signature: true,
+                in_checkpoint_tx: true,
+            },
+            AlarmTx {
+                alarm_seq: 20,
+                closed_at: None,
+                with_new_signature: false,
+                in_checkpoint_tx: false,
+            },
+        ]
+    );
 }

@@ -105,7 +105,8 @@
 //! step 21 on: the start asks the model for it (`CheckpointNow`, model
 //! handlers, `ModelRuntime::checkpoint_now`), `drive` finds no writer yet and runs `commit_first`
 //! (checkpoint/first.rs: the claim of a fresh row or the fenced replacement
-//! of the loaded snapshot, then the alarm reconciliation), which settles
+//! of the loaded snapshot, with the alarm reconciliation in the same
+//! transaction), which settles
 //! in `committed` and reports through `report` like every commit; the start
 //! only waits for its outcome before subscribing. Before, the start sealed
 //! it (`SealNow`), committed it itself, sent the model a `CommitReport` in

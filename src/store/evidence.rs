@@ -134,9 +134,11 @@ pub struct AlarmReconciliation {
 }
 
 #[derive(diesel::QueryableByName)]
-struct HighestSeq {
+struct Reconciled {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    closed: i64,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
-    n: Option<i64>,
+    highest: Option<i64>,
 }
 
 /// Closes every open alarm of the monitor except the one opened at
@@ -144,7 +146,9 @@ struct HighestSeq {
 /// transaction. Such alarms were opened by a background batch after the
 /// snapshot the detector came from; it will never close them. Each is
 /// closed at its last stored evidence frame (or where it opened): the last
-/// time anything was known about it.
+/// time anything was known about it. One statement, which also reads the
+/// highest stored alarm number (the close changes no number, so the
+/// statement's snapshot gives the same answer as a read after it).
 pub(super) async fn close_orphaned_alarms(
     conn: &mut AsyncPgConnection,
     service_id: Uuid,
@@ -152,26 +156,28 @@ pub(super) async fn close_orphaned_alarms(
     keep_open: Option<DateTime<Utc>>,
 ) -> QueryResult<AlarmReconciliation> {
     use diesel::sql_types::{Bytea, Nullable, Timestamptz, Uuid as SqlUuid};
-    let closed = diesel::sql_query(
-        "UPDATE radar_alarms a SET closed_at = GREATEST(a.opened_at, COALESCE( \
-           (SELECT max(e.frame_ts) FROM radar_evidence e WHERE e.service_id = a.service_id \
-              AND e.alarm_seq = a.alarm_seq AND e.frame_ts >= a.opened_at), a.opened_at)), \
-           writer_signature = $2 \
-         WHERE a.service_id = $1 AND a.closed_at IS NULL AND a.opened_at IS DISTINCT FROM $3",
+    let found: Reconciled = diesel::sql_query(
+        "WITH closed AS ( \
+           UPDATE radar_alarms a SET closed_at = GREATEST(a.opened_at, COALESCE( \
+             (SELECT max(e.frame_ts) FROM radar_evidence e WHERE e.service_id = a.service_id \
+                AND e.alarm_seq = a.alarm_seq AND e.frame_ts >= a.opened_at), a.opened_at)), \
+             writer_signature = $2 \
+           WHERE a.service_id = $1 AND a.closed_at IS NULL AND a.opened_at IS DISTINCT FROM $3 \
+           RETURNING 1) \
+         SELECT (SELECT count(*) FROM closed) AS closed, \
+                (SELECT max(alarm_seq) FROM radar_alarms WHERE service_id = $1) AS highest",
     )
     .bind::<SqlUuid, _>(service_id)
     .bind::<Bytea, _>(writer_signature)
     .bind::<Nullable<Timestamptz>, _>(keep_open)
-    .execute(conn)
+    .get_result(conn)
     .await?;
-    let highest: HighestSeq =
-        diesel::sql_query("SELECT max(alarm_seq) AS n FROM radar_alarms WHERE service_id = $1")
-            .bind::<SqlUuid, _>(service_id)
-            .get_result(conn)
-            .await?;
     Ok(AlarmReconciliation {
-        closed,
-        highest_seq: highest.n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+        closed: usize::try_from(found.closed).unwrap_or(0),
+        highest_seq: found
+            .highest
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(0),
     })
 }
 

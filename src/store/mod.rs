@@ -40,7 +40,7 @@ use diesel_async::{
 };
 
 pub use checkpoints::{
-    CheckpointStore, CheckpointWriter, Claim, LossReason, OwnershipLost, ReconcileError, WriteKind,
+    CheckpointStore, CheckpointWriter, Claim, LossReason, NotCommitted, OwnershipLost, WriteKind,
     WriteOutcome,
 };
 pub use error::StoreError;

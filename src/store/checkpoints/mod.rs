@@ -21,10 +21,10 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use uuid::Uuid;
 
-pub use self::outcome::{
-    Claim, LossReason, OwnershipLost, ReconcileError, WriteKind, WriteOutcome,
-};
+pub use self::outcome::{Claim, LossReason, NotCommitted, OwnershipLost, WriteKind, WriteOutcome};
 pub use self::writer::CheckpointWriter;
+use self::writer::{CloseOrphanedAlarms, EvidenceBatch, HeldWrite, TxError};
+use super::evidence::{AlarmReconciliation, PendingResults};
 use super::stored::{LedgerEntry, SnapshotColumns, StoredSnapshot};
 use super::{
     Pool, StoreError, checkout,
@@ -96,39 +96,89 @@ impl CheckpointStore {
     /// Writes the first snapshot of a monitor that had none. Exactly one of
     /// several racing workers wins; the others get `Lost`.
     pub async fn claim(&self, initial: &SealedSnapshot) -> Result<Claim, StoreError> {
+        let empty = PendingResults::default();
+        let (claim, ()) = self
+            .claim_then(initial, false, EvidenceBatch(&empty))
+            .await?;
+        Ok(claim)
+    }
+
+    /// The claim of a starting monitor: [`Self::claim`] with the alarm
+    /// reconciliation of [`CheckpointWriter::first_checkpoint`] in the same
+    /// transaction. A graph run's claim is also refused (`Lost`) when its
+    /// run is recorded as failed. The reconciliation is the default (none
+    /// closed, no alarm) unless the claim is won.
+    pub async fn first_claim(
+        &self,
+        initial: &SealedSnapshot,
+        keep_open: Option<DateTime<Utc>>,
+        graph_run: bool,
+    ) -> Result<(Claim, AlarmReconciliation), StoreError> {
+        self.claim_then(initial, graph_run, CloseOrphanedAlarms { keep_open })
+            .await
+    }
+
+    async fn claim_then<W: HeldWrite>(
+        &self,
+        initial: &SealedSnapshot,
+        graph_run: bool,
+        then: W,
+    ) -> Result<(Claim, W::Output), StoreError>
+    where
+        W::Output: Default,
+    {
         let service_id = initial.envelope.service_id;
-        let inserted = self
+        let outcome = self
             .bounded(async {
                 let mut conn = checkout(&self.pool).await?;
-                let inserted = conn
-                    .transaction::<_, diesel::result::Error, _>(async |conn| {
+                let outcome = conn
+                    .transaction::<_, TxError, _>(async |conn| {
                         let inserted = diesel::insert_into(rows::table)
                             .values(self.row_values(initial))
                             .on_conflict_do_nothing()
                             .execute(conn)
                             .await?;
-                        if inserted == 1 {
-                            record_in_ledger(conn, service_id, &initial.token).await?;
+                        if inserted == 0 {
+                            return Err(TxError::Refused);
                         }
-                        Ok(inserted)
+                        // A failed run's generation is fenced for every
+                        // writer: the insert is rolled back.
+                        if graph_run && writer::generation_failed(conn, service_id).await? {
+                            return Err(TxError::RunFailed);
+                        }
+                        record_in_ledger(conn, service_id, &initial.token).await?;
+                        Ok(then
+                            .write(conn, service_id, initial.token.as_bytes())
+                            .await?)
                     })
                     .await;
-                inserted.map_err(|e| self.db_error(e))
+                match outcome {
+                    Ok(output) => Ok(ClaimTx::Won(output)),
+                    Err(TxError::Refused) => Ok(ClaimTx::Lost(LossReason::Successor)),
+                    Err(TxError::RunFailed) => Ok(ClaimTx::Lost(LossReason::FailedRun)),
+                    Err(TxError::Db(e)) => Err(self.db_error(e)),
+                }
             })
             .await?;
         let fence = Fence::new(initial.token.clone());
-        if inserted == 1 {
-            Ok(Claim::Won(CheckpointWriter {
-                store: self.clone(),
-                service_id,
-                fence,
-                graph_run: false,
-            }))
-        } else {
-            Ok(Claim::Lost(
-                fence.lose(service_id, WriteKind::InitialSnapshot),
-            ))
-        }
+        Ok(match outcome {
+            ClaimTx::Won(output) => (
+                Claim::Won(CheckpointWriter {
+                    store: self.clone(),
+                    service_id,
+                    fence,
+                    graph_run,
+                }),
+                output,
+            ),
+            ClaimTx::Lost(reason) => (
+                Claim::Lost(OwnershipLost {
+                    reason,
+                    ..fence.lose(service_id, WriteKind::InitialSnapshot)
+                }),
+                W::Output::default(),
+            ),
+        })
     }
 
     /// A writer for a snapshot this worker loaded and restored.
@@ -206,6 +256,12 @@ impl CheckpointStore {
             seconds: self.timeout.as_secs_f64().ceil() as u64,
         }
     }
+}
+
+/// How a claim's transaction ended.
+enum ClaimTx<T> {
+    Won(T),
+    Lost(LossReason),
 }
 
 /// Records `token` as the monitor's newest committed snapshot, inside the

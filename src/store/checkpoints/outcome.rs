@@ -30,11 +30,25 @@ pub enum WriteOutcome {
     OwnershipLost(OwnershipLost),
 }
 
-/// Why the alarm reconciliation of a (re)started monitor did not happen.
+/// How a fenced write did not commit: every [`WriteOutcome`] but
+/// `Committed`.
 #[derive(Debug)]
-pub enum ReconcileError {
-    Failed(StoreError),
+pub enum NotCommitted {
     OwnershipLost(OwnershipLost),
+    /// Nothing known was committed; the writer may retry.
+    Failed {
+        writer: CheckpointWriter,
+        error: StoreError,
+    },
+}
+
+impl From<NotCommitted> for WriteOutcome {
+    fn from(not: NotCommitted) -> Self {
+        match not {
+            NotCommitted::OwnershipLost(lost) => Self::OwnershipLost(lost),
+            NotCommitted::Failed { writer, error } => Self::Failed { writer, error },
+        }
+    }
 }
 
 /// Which write found out that another worker owns the snapshot.

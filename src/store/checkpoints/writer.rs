@@ -7,12 +7,12 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use super::{
-    CheckpointStore, LossReason, OwnershipLost, ReconcileError, WriteKind, WriteOutcome,
+    CheckpointStore, LossReason, NotCommitted, OwnershipLost, WriteKind, WriteOutcome,
     record_in_ledger,
 };
 use crate::snapshot::{FencingToken, SealedSnapshot};
 use crate::store::{
-    StoreError, checkout,
+    checkout,
     evidence::{AlarmReconciliation, PendingResults, close_orphaned_alarms, insert_results},
     fence::Fence,
     health::HealthReporter,
@@ -31,7 +31,7 @@ pub struct CheckpointWriter {
 }
 
 /// Why a fenced transaction was rolled back.
-enum TxError {
+pub(super) enum TxError {
     Db(diesel::result::Error),
     /// The row holds a signature this writer does not know.
     Refused,
@@ -78,13 +78,40 @@ impl CheckpointWriter {
     /// transaction. `pending` is only read: on any outcome but `Committed`
     /// the caller still holds it for the next attempt.
     pub async fn checkpoint(self, next: &SealedSnapshot, pending: &PendingResults) -> WriteOutcome {
+        match self.replace(next, EvidenceBatch(pending)).await {
+            Ok((writer, ())) => WriteOutcome::Committed(writer),
+            Err(not) => not.into(),
+        }
+    }
+
+    /// The first checkpoint of a restarted monitor: replaces the snapshot
+    /// it loaded and, in the same transaction (under the row lock the
+    /// replacement took, stamped with the new signature), closes the alarms
+    /// its detector does not know and reads the highest stored alarm
+    /// number (see [`close_orphaned_alarms`]).
+    pub async fn first_checkpoint(
+        self,
+        next: &SealedSnapshot,
+        keep_open: Option<DateTime<Utc>>,
+    ) -> Result<(Self, AlarmReconciliation), NotCommitted> {
+        self.replace(next, CloseOrphanedAlarms { keep_open }).await
+    }
+
+    /// The compare-and-swap: replaces the row only if it holds a signature
+    /// this writer accepts, then makes `then` under the new signature in
+    /// the same transaction.
+    async fn replace<W: HeldWrite>(
+        self,
+        next: &SealedSnapshot,
+        then: W,
+    ) -> Result<(Self, W::Output), NotCommitted> {
         debug_assert_eq!(next.envelope.service_id, self.service_id);
         let Some(accepted) = self.fence.begin(&next.token) else {
-            return WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint));
+            return Err(NotCommitted::OwnershipLost(
+                self.lose(WriteKind::Checkpoint),
+            ));
         };
         let store = &self.store;
-        // The compare-and-swap: replaces the row only if it holds a
-        // signature this writer accepts.
         let update = diesel::update(
             rows::table
                 .find(self.service_id)
@@ -108,41 +135,39 @@ impl CheckpointWriter {
                             return Err(TxError::RunFailed);
                         }
                         record_in_ledger(conn, self.service_id, &next.token).await?;
-                        if !pending.is_empty() {
-                            insert_results(conn, self.service_id, next.token.as_bytes(), pending)
-                                .await?;
-                        }
-                        Ok(())
+                        Ok(then
+                            .write(conn, self.service_id, next.token.as_bytes())
+                            .await?)
                     })
                     .await;
                 Ok(outcome)
             })
             .await;
         match result {
-            Ok(Ok(())) => {
+            Ok(Ok(output)) => {
                 self.fence.committed(&next.token);
-                WriteOutcome::Committed(self)
+                Ok((self, output))
             }
-            Ok(Err(TxError::Refused)) => {
-                WriteOutcome::OwnershipLost(self.lose(WriteKind::Checkpoint))
-            }
-            Ok(Err(TxError::RunFailed)) => {
-                WriteOutcome::OwnershipLost(self.fenced_by_failed_run(WriteKind::Checkpoint))
-            }
+            Ok(Err(TxError::Refused)) => Err(NotCommitted::OwnershipLost(
+                self.lose(WriteKind::Checkpoint),
+            )),
+            Ok(Err(TxError::RunFailed)) => Err(NotCommitted::OwnershipLost(
+                self.fenced_by_failed_run(WriteKind::Checkpoint),
+            )),
             Ok(Err(TxError::Db(e))) => {
                 let error = self.store.db_error(e);
                 self.fence.uncertain(&next.token);
-                WriteOutcome::Failed {
+                Err(NotCommitted::Failed {
                     writer: self,
                     error,
-                }
+                })
             }
             Err(error) => {
                 self.fence.uncertain(&next.token);
-                WriteOutcome::Failed {
+                Err(NotCommitted::Failed {
                     writer: self,
                     error,
-                }
+                })
             }
         }
     }
@@ -160,27 +185,7 @@ impl CheckpointWriter {
                 }
                 WriteOutcome::Committed(writer)
             }
-            Err(HeldWriteError::OwnershipLost(lost)) => WriteOutcome::OwnershipLost(lost),
-            Err(HeldWriteError::Failed { writer, error }) => WriteOutcome::Failed { writer, error },
-        }
-    }
-
-    /// After the first commit of a (re)started monitor: closes the alarms
-    /// its detector does not know (all open ones but `keep_open`, the
-    /// restored detector's own) and reads the highest stored alarm number,
-    /// under the row lock and this writer's signature, like an evidence
-    /// batch.
-    pub async fn reconcile_alarms(
-        self,
-        keep_open: Option<DateTime<Utc>>,
-    ) -> Result<(Self, AlarmReconciliation), ReconcileError> {
-        match self
-            .write_under_held_signature(CloseOrphanedAlarms { keep_open })
-            .await
-        {
-            Ok((writer, _held, found)) => Ok((writer, found)),
-            Err(HeldWriteError::OwnershipLost(lost)) => Err(ReconcileError::OwnershipLost(lost)),
-            Err(HeldWriteError::Failed { error, .. }) => Err(ReconcileError::Failed(error)),
+            Err(not) => not.into(),
         }
     }
 
@@ -192,9 +197,9 @@ impl CheckpointWriter {
     async fn write_under_held_signature<W: HeldWrite>(
         self,
         write: W,
-    ) -> Result<(Self, Vec<u8>, W::Output), HeldWriteError> {
+    ) -> Result<(Self, Vec<u8>, W::Output), NotCommitted> {
         let Some(accepted) = self.fence.accepted() else {
-            return Err(HeldWriteError::OwnershipLost(
+            return Err(NotCommitted::OwnershipLost(
                 self.lose(WriteKind::EvidenceBatch),
             ));
         };
@@ -216,17 +221,17 @@ impl CheckpointWriter {
             .await;
         match result {
             Ok(Ok((held, output))) => Ok((self, held, output)),
-            Ok(Err(TxError::Refused)) => Err(HeldWriteError::OwnershipLost(
+            Ok(Err(TxError::Refused)) => Err(NotCommitted::OwnershipLost(
                 self.lose(WriteKind::EvidenceBatch),
             )),
-            Ok(Err(TxError::RunFailed)) => Err(HeldWriteError::OwnershipLost(
+            Ok(Err(TxError::RunFailed)) => Err(NotCommitted::OwnershipLost(
                 self.fenced_by_failed_run(WriteKind::EvidenceBatch),
             )),
-            Ok(Err(TxError::Db(e))) => Err(HeldWriteError::Failed {
+            Ok(Err(TxError::Db(e))) => Err(NotCommitted::Failed {
                 error: self.store.db_error(e),
                 writer: self,
             }),
-            Err(error) => Err(HeldWriteError::Failed {
+            Err(error) => Err(NotCommitted::Failed {
                 writer: self,
                 error,
             }),
@@ -245,19 +250,9 @@ impl CheckpointWriter {
     }
 }
 
-/// How a write under the row's held signature did not happen.
-enum HeldWriteError {
-    OwnershipLost(OwnershipLost),
-    /// Nothing was committed; the writer may retry.
-    Failed {
-        writer: CheckpointWriter,
-        error: StoreError,
-    },
-}
-
 /// A write made under the snapshot row's lock, stamped with the signature
 /// the row holds.
-trait HeldWrite: Send {
+pub(super) trait HeldWrite: Send {
     type Output: Send;
 
     fn write<'c>(
@@ -271,7 +266,7 @@ trait HeldWrite: Send {
 }
 
 /// A background batch of results.
-struct EvidenceBatch<'a>(&'a PendingResults);
+pub(super) struct EvidenceBatch<'a>(pub(super) &'a PendingResults);
 
 impl HeldWrite for EvidenceBatch<'_> {
     type Output = ();
@@ -290,8 +285,8 @@ impl HeldWrite for EvidenceBatch<'_> {
 }
 
 /// The close of the alarms a restored detector does not know.
-struct CloseOrphanedAlarms {
-    keep_open: Option<DateTime<Utc>>,
+pub(super) struct CloseOrphanedAlarms {
+    pub(super) keep_open: Option<DateTime<Utc>>,
 }
 
 impl HeldWrite for CloseOrphanedAlarms {
@@ -338,7 +333,7 @@ async fn lock_held_signature(
 /// Whether the monitor's graph run is recorded as failed. Called after the
 /// snapshot row is locked: as a statement of its own it sees a failure
 /// record that committed while this transaction waited for the lock.
-async fn generation_failed(
+pub(super) async fn generation_failed(
     conn: &mut diesel_async::AsyncPgConnection,
     service_id: Uuid,
 ) -> Result<bool, diesel::result::Error> {

@@ -10,8 +10,7 @@ use radar::{
     runtime::{ExitReason, SnapshotHandoff},
     snapshot::{FencingToken, SealedSnapshot},
     store::{
-        AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim, HealthReporter,
-        PendingResults, ReconcileError, WriteOutcome,
+        AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim, HealthReporter, NotCommitted,
     },
     telemetry::events,
 };
@@ -115,10 +114,11 @@ impl CheckpointActor {
     }
 }
 
-/// The checkpoint before subscribing, then the alarm reconciliation: a
-/// detector restored after a hard crash does not know alarms that a
-/// background batch committed after its snapshot. They are closed (it would
-/// never close them) and new alarms are numbered after every stored one.
+/// The checkpoint before subscribing, with the alarm reconciliation in its
+/// transaction: a detector restored after a hard crash does not know
+/// alarms that a background batch committed after its snapshot. They are
+/// closed (it would never close them) and new alarms are numbered after
+/// every stored one.
 async fn first_commit(
     store: &CheckpointStore,
     sealed: &SealedSnapshot,
@@ -127,70 +127,55 @@ async fn first_commit(
     graph_run: bool,
 ) -> Result<(CheckpointWriter, AlarmReconciliation), FirstCommitError> {
     let id = sealed.envelope.service_id;
-    let writer = claim_or_replace(store, sealed, loaded, graph_run).await?;
-    match writer.reconcile_alarms(keep_open).await {
-        Ok((writer, found)) => {
-            if found.closed > 0 {
-                tracing::warn!(monitor_id = %id, closed = found.closed, highest_alarm_seq = found.highest_seq, "Closed alarms left open after the restored snapshot: the detector rolled back past their opening and would never close them.");
-            }
-            Ok((writer, found))
-        }
-        Err(ReconcileError::OwnershipLost(lost)) => Err(FirstCommitError::Superseded(
-            superseded_while_starting(&lost),
-        )),
-        Err(ReconcileError::Failed(error)) => Err(ExitReason::Failed {
-            error: format!(
-                "closing the alarms monitor {id} left open before its restart failed: {error}"
-            ),
-        }
-        .into()),
+    let (writer, found) = claim_or_replace(store, sealed, loaded, keep_open, graph_run).await?;
+    if found.closed > 0 {
+        tracing::warn!(monitor_id = %id, closed = found.closed, highest_alarm_seq = found.highest_seq, "Closed alarms left open after the restored snapshot: the detector rolled back past their opening and would never close them.");
     }
+    Ok((writer, found))
 }
 
 async fn claim_or_replace(
     store: &CheckpointStore,
     sealed: &SealedSnapshot,
     loaded: Option<FencingToken>,
+    keep_open: Option<DateTime<Utc>>,
     graph_run: bool,
-) -> Result<CheckpointWriter, FirstCommitError> {
+) -> Result<(CheckpointWriter, AlarmReconciliation), FirstCommitError> {
     let id = sealed.envelope.service_id;
     // A graph run's writes, this first one included, are fenced by its
     // failure record too: a replacement admitted before the failure
     // committed must not go on with the failed generation.
-    let fence = |writer: CheckpointWriter| {
-        if graph_run {
-            writer.fenced_by_graph_run()
-        } else {
-            writer
-        }
-    };
     match loaded {
-        None => match store.claim(sealed).await {
-            Ok(Claim::Won(writer)) => Ok(fence(writer)),
-            Ok(Claim::Lost(lost)) => Err(FirstCommitError::Superseded(superseded_while_starting(
-                &lost,
-            ))),
+        None => match store.first_claim(sealed, keep_open, graph_run).await {
+            Ok((Claim::Won(writer), found)) => Ok((writer, found)),
+            Ok((Claim::Lost(lost), _)) => Err(FirstCommitError::Superseded(
+                superseded_while_starting(&lost),
+            )),
             Err(e) => Err(ExitReason::Failed {
                 error: format!("the first checkpoint of monitor {id} failed: {e}"),
             }
             .into()),
         },
-        Some(token) => match fence(store.resume(id, token))
-            .checkpoint(sealed, &PendingResults::default())
-            .await
-        {
-            WriteOutcome::Committed(writer) => Ok(writer),
-            WriteOutcome::OwnershipLost(lost) => Err(FirstCommitError::Superseded(
-                superseded_while_starting(&lost),
-            )),
-            WriteOutcome::Failed { error, .. } => Err(ExitReason::Failed {
-                error: format!(
-                    "the checkpoint before subscribing of monitor {id} failed: {e}",
-                    e = error
-                ),
+        Some(token) => {
+            let writer = store.resume(id, token);
+            let writer = if graph_run {
+                writer.fenced_by_graph_run()
+            } else {
+                writer
+            };
+            match writer.first_checkpoint(sealed, keep_open).await {
+                Ok(committed) => Ok(committed),
+                Err(NotCommitted::OwnershipLost(lost)) => Err(FirstCommitError::Superseded(
+                    superseded_while_starting(&lost),
+                )),
+                Err(NotCommitted::Failed { error, .. }) => Err(ExitReason::Failed {
+                    error: format!(
+                        "the checkpoint before subscribing of monitor {id} failed: {error}"
+                    ),
+                }
+                .into()),
             }
-            .into()),
-        },
+        }
     }
 }
 

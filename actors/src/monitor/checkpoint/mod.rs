@@ -8,8 +8,9 @@
 //!
 //! Its first write is the checkpoint before subscribing, taken like every
 //! other snapshot: it claims a fresh monitor's row (or replaces the snapshot
-//! the start loaded), reconciles the alarms, and reports the commit to the
-//! model the way every commit is reported. The start waits for its outcome.
+//! the start loaded) and, in that transaction, reconciles the alarms; it
+//! reports the commit to the model the way every commit is reported. The
+//! start waits for its outcome.
 //!
 //! - this file: the actor, who holds the writer, and what it writes next.
 //! - `first`: the first write, which makes this worker the owner.
