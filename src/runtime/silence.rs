@@ -107,6 +107,23 @@ impl Silence {
         self.watching_since.is_some() && !self.silent && !self.required.is_empty()
     }
 
+    /// The earliest time at which [`Silence::check`] can report silence
+    /// (`None` when only an event can change it, see
+    /// [`Silence::can_change`]): the first required reading's last
+    /// observation (or the connection, if later) plus the limit, and a
+    /// nanosecond, as silence is strictly longer than the limit.
+    pub fn due(&self) -> Option<DateTime<Utc>> {
+        if !self.can_change() {
+            return None;
+        }
+        let since = self.watching_since?;
+        self.required
+            .iter()
+            .map(|(i, _)| self.last_accepted[*i].map_or(since, |t| t.max(since)))
+            .min()
+            .map(|last| last + self.limit + TimeDelta::nanoseconds(1))
+    }
+
     pub fn is_silent(&self) -> bool {
         self.silent
     }
@@ -171,6 +188,23 @@ false_alarm_rate = 0.05
         assert_eq!(silent.len(), 1);
         assert_eq!(silent[0].0, "b");
         assert_eq!(s.check(at(12)), None, "reported once");
+    }
+
+    #[test]
+    fn silence_is_due_just_past_the_limit_from_the_stalest_reading() {
+        let mut s = Silence::new(&config());
+        assert_eq!(s.due(), None, "not connected: only an event changes it");
+        s.connected(at(0));
+        let ms = TimeDelta::nanoseconds(1);
+        assert_eq!(s.due(), Some(at(10) + ms), "nothing yet: from connecting");
+        s.accepted(0, at(3));
+        assert_eq!(s.due(), Some(at(10) + ms), "b is still the stalest");
+        s.accepted(1, at(4));
+        let due = at(13) + ms;
+        assert_eq!(s.due(), Some(due));
+        assert_eq!(s.clone().check(due - ms), None, "not before it");
+        assert!(s.check(due).is_some(), "silent at it");
+        assert_eq!(s.due(), None, "silent: only a frame ends it");
     }
 
     #[test]

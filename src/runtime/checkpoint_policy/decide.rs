@@ -78,4 +78,24 @@ impl CheckpointPolicy {
         );
         since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
+
+    /// The earliest instant at which time passing alone can make a
+    /// checkpoint due (the maximum interval) or the model stalled (the
+    /// timeout), when both are known: `None` while a requested checkpoint
+    /// waits (it is taken at the next input or tick, or after a retry
+    /// pause), and for a quiet policy (see [`Self::quiet`]: never).
+    /// Before it, [`Self::due`] and [`Self::stalled`] answer as they do now.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.pending.is_some() || self.quiet() {
+            return None;
+        }
+        let interval = self.uncommitted_since.map(|t| t + self.limits.max_interval);
+        // `stalled` is strictly later than the timeout.
+        let stall = oldest(
+            self.outstanding.front().map(|(_, t)| *t),
+            self.failed_batch_since,
+        )
+        .map(|t| t + self.limits.timeout + Duration::from_nanos(1));
+        oldest(interval, stall)
+    }
 }

@@ -219,6 +219,54 @@ fn a_policy_is_quiet_only_once_every_change_has_committed() {
 }
 
 proptest::proptest! {
+    /// Whatever happened before: before the policy's next deadline, time
+    /// passing alone changes neither what is due nor whether the model
+    /// stalls (what a model that skips its ticks until then relies on).
+    #[test]
+    fn nothing_falls_due_before_the_next_deadline(
+        steps in proptest::collection::vec((0u8..6, 0u64..40), 1..40),
+        fractions in proptest::collection::vec(0u32..1000, 1..10),
+    ) {
+        let t0 = Instant::now();
+        let mut p = CheckpointPolicy::new(limits());
+        let mut now = 0u64;
+        let mut attempts = Vec::new();
+        for (kind, advance) in steps {
+            now += advance;
+            let at = secs(t0, now);
+            match kind {
+                0 => { p.on_frames(1, at); }
+                1 => { p.request(Trigger::CoverageChange, at); }
+                2 => attempts.push(p.started(at)),
+                3 => if let Some((_, attempt)) = attempts.pop() { p.committed(attempt); },
+                4 => if let Some((trigger, attempt)) = attempts.pop() { p.failed(attempt, trigger, at); },
+                _ => p.batch_failed(at),
+            }
+            let Some(deadline) = p.next_deadline() else { continue };
+            proptest::prop_assert!(p.pending.is_none() && !p.quiet());
+            if deadline <= at {
+                // Passed: the caller ticks at once.
+                continue;
+            }
+            let mut q = p.clone();
+            let (due_now, stalled_now) = (q.due(at), q.stalled(at));
+            proptest::prop_assert_eq!(due_now, None);
+            for f in &fractions {
+                let before = at + (deadline - at).mul_f64(f64::from(*f) / 1000.0);
+                if before >= deadline {
+                    continue;
+                }
+                let mut q = p.clone();
+                proptest::prop_assert_eq!(q.due(before), None);
+                proptest::prop_assert_eq!(q.stalled(before), stalled_now);
+            }
+            // And the deadline is not later than needed.
+            let mut q = p.clone();
+            let changed = q.due(deadline).is_some() || q.stalled(deadline) != stalled_now;
+            proptest::prop_assert!(changed, "nothing changed at the deadline");
+        }
+    }
+
     /// Whatever happened before: once the policy is quiet, no amount of
     /// time passing makes a checkpoint due or the model stalled.
     #[test]

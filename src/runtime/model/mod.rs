@@ -24,7 +24,7 @@
 
 use std::{sync::Arc, time::Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use uuid::Uuid;
 
 use super::{Attempt, CheckpointPolicy, Lifecycle, MonitorCore, Silence, Trigger};
@@ -154,6 +154,9 @@ pub struct Output {
     /// Whether time passing alone can change anything now: the interpreter
     /// keeps a tick running while it does, and only then.
     pub needs_tick: bool,
+    /// While it does: before this wall time a tick changes nothing, so the
+    /// tick may wait for it (see [`ModelRuntime::tick_not_before`]).
+    pub tick_not_before: Option<DateTime<Utc>>,
 }
 
 /// Everything a model runtime starts with.
@@ -261,10 +264,40 @@ impl<E: Effects, C: Clock> ModelRuntime<E, C> {
         })
     }
 
+    /// While [`Self::needs_tick`]: the wall time before which a tick can
+    /// change nothing, when every reason to tick has a known deadline (a
+    /// checkpoint's maximum interval or timeout, required readings falling
+    /// silent); `None`: tick every time (held values can expire, a
+    /// requested checkpoint waits, or nothing can fall due at all).
+    pub fn tick_not_before(&self) -> Option<DateTime<Utc>> {
+        let core = self.lifecycle.as_live()?;
+        if core.aligner().held_values() > 0 {
+            return None;
+        }
+        let policy = if self.policy.quiet() {
+            None
+        } else {
+            let at = self.policy.next_deadline()?;
+            let ahead = at.saturating_duration_since(self.clock.now());
+            Some(self.clock.wall() + TimeDelta::from_std(ahead).ok()?)
+        };
+        let silence = if self.silence.can_change() {
+            Some(self.silence.due()?)
+        } else {
+            None
+        };
+        match (policy, silence) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// What this input leaves beside its effects.
     fn output(&self) -> Output {
+        let needs_tick = self.needs_tick();
         Output {
-            needs_tick: self.needs_tick(),
+            needs_tick,
+            tick_not_before: needs_tick.then(|| self.tick_not_before()).flatten(),
         }
     }
 

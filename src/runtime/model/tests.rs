@@ -78,6 +78,7 @@ struct Out {
     effects: Vec<Effect>,
     view: Option<ModelView>,
     needs_tick: bool,
+    tick_not_before: Option<DateTime<Utc>>,
 }
 
 /// Takes the effects `output`'s input left in `rt`'s sink.
@@ -95,6 +96,7 @@ fn collect(rt: &mut Runtime, output: Output) -> Out {
         effects,
         view,
         needs_tick: output.needs_tick,
+        tick_not_before: output.tick_not_before,
     }
 }
 

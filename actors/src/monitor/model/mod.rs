@@ -123,11 +123,11 @@ impl ModelActor {
     }
 
     /// After an input (its effects are carried out already): starts the
-    /// tick if time alone can now change something; only the tick itself
-    /// stops it.
+    /// tick if time alone can now change something, or moves its first
+    /// tick; only the tick itself stops it.
     fn after(&mut self, output: Output, ctx: &mut Context<Self>) {
         if output.needs_tick {
-            self.arm(ctx);
+            self.arm(output.tick_not_before, ctx);
         }
     }
 }
@@ -138,7 +138,7 @@ impl Actor for ModelActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         if self.runtime.needs_tick() {
-            self.arm(ctx);
+            self.arm(self.runtime.tick_not_before(), ctx);
         }
     }
 

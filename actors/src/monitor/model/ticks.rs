@@ -1,7 +1,11 @@
 //! The worker's one timer for the models' clock-driven checks (maximum
 //! checkpoint interval, checkpoint timeout, freshness expiry, silence).
 //! A model that needs the clock arms itself here and receives a [`Tick`]
-//! every second until its runtime says nothing can fall due any more.
+//! every second until its runtime says nothing can fall due any more, and
+//! none before the time its runtime names as the first at which a tick can
+//! change something (a silence or checkpoint deadline): a monitor that
+//! only waits for its readings' silence limit gets one tick, not one a
+//! second.
 //!
 //! Why not a timer on each model thread: a Tokio runtime with its time
 //! driver builds a timer wheel of about 6 KiB per thread, written at
@@ -16,6 +20,7 @@ use std::{
 };
 
 use actix::prelude::*;
+use chrono::{DateTime, Utc};
 use tokio::time::MissedTickBehavior;
 
 use super::{ModelActor, TICK};
@@ -35,7 +40,13 @@ pub struct ModelTicks(Arc<Mutex<Armed>>);
 #[derive(Default)]
 struct Armed {
     next: u64,
-    models: HashMap<u64, Addr<ModelActor>>,
+    models: HashMap<u64, Entry>,
+}
+
+struct Entry {
+    model: Recipient<Tick>,
+    /// No tick before this wall time (`None`: every tick).
+    not_before: Option<DateTime<Utc>>,
 }
 
 fn lock(armed: &Mutex<Armed>) -> MutexGuard<'_, Armed> {
@@ -55,14 +66,25 @@ impl ModelTicks {
         (Self(armed), driver)
     }
 
-    /// `model` receives a [`Tick`] on every tick from now on; the key
-    /// disarms it.
-    pub(super) fn arm(&self, model: Addr<ModelActor>) -> u64 {
+    /// `model` receives a [`Tick`] on every tick from now on, from
+    /// `not_before` on if given; the key disarms it.
+    pub(super) fn arm(&self, model: Addr<ModelActor>, not_before: Option<DateTime<Utc>>) -> u64 {
+        self.arm_recipient(model.recipient(), not_before)
+    }
+
+    fn arm_recipient(&self, model: Recipient<Tick>, not_before: Option<DateTime<Utc>>) -> u64 {
         let mut armed = lock(&self.0);
         armed.next += 1;
         let key = armed.next;
-        armed.models.insert(key, model);
+        armed.models.insert(key, Entry { model, not_before });
         key
+    }
+
+    /// Moves an armed model's first tick (`None`: every tick again).
+    pub(super) fn defer(&self, key: u64, not_before: Option<DateTime<Utc>>) {
+        if let Some(entry) = lock(&self.0).models.get_mut(&key) {
+            entry.not_before = not_before;
+        }
     }
 
     pub(super) fn disarm(&self, key: u64) {
@@ -83,11 +105,14 @@ async fn drive(armed: Weak<Mutex<Armed>>, every: Duration) {
         let Some(armed) = armed.upgrade() else {
             return;
         };
+        let now = Utc::now();
         // A model that stopped without disarming (its thread ended) is
         // dropped here.
-        lock(&armed).models.retain(|_, model| {
-            model.do_send(Tick);
-            model.connected()
+        lock(&armed).models.retain(|_, entry| {
+            if entry.not_before.is_none_or(|t| t <= now) {
+                entry.model.do_send(Tick);
+            }
+            entry.model.connected()
         });
     }
 }
@@ -95,6 +120,56 @@ async fn drive(armed: Weak<Mutex<Armed>>, every: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts the ticks it receives.
+    struct Counter(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Actor for Counter {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Tick> for Counter {
+        type Result = ();
+
+        fn handle(&mut self, _: Tick, _: &mut Context<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Recipient<Tick>, Arc<std::sync::atomic::AtomicUsize>) {
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        (Counter(count.clone()).start().recipient(), count)
+    }
+
+    async fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[actix_rt::test]
+    async fn a_model_armed_for_later_gets_no_tick_before_then_and_every_tick_after() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (ticks, driver) = ModelTicks::every(Duration::from_millis(5));
+        let _driver = actix_rt::spawn(driver);
+        let (now, now_count) = counter();
+        let (later, later_count) = counter();
+        ticks.arm_recipient(now, None);
+        let key = ticks.arm_recipient(later, Some(Utc::now() + chrono::TimeDelta::hours(1)));
+        until("the model armed for now ticks 20 times", || {
+            now_count.load(SeqCst) >= 20
+        })
+        .await;
+        assert_eq!(later_count.load(SeqCst), 0, "ticked before its time");
+        ticks.defer(key, Some(Utc::now()));
+        until("the deferred model ticks once its time has come", || {
+            later_count.load(SeqCst) >= 2
+        })
+        .await;
+        assert_eq!(ticks.armed(), 2);
+    }
 
     #[actix_rt::test]
     async fn the_driver_ends_when_every_handle_is_dropped() {
