@@ -180,17 +180,7 @@ async fn a_token_superseded_by_a_later_checkpoint_cannot_record_a_failure() {
         matches!(record, FailureRecord::OwnershipLost { .. }),
         "{record:?}"
     );
-    let record = f
-        .graphs
-        .record_failure(
-            f.run.run_id,
-            f.run.service_id,
-            &[writer.token().as_bytes()],
-            &diagnostics,
-        )
-        .await
-        .unwrap();
-    assert_eq!(record, FailureRecord::Recorded);
+    a_failure_record_accepts_its_writers_token(&f, &writer).await;
 }
 
 #[tokio::test]
@@ -348,17 +338,8 @@ async fn a_checkpoint_waiting_on_the_row_while_the_failure_commits_is_fenced_too
 async fn a_failed_runs_generation_cannot_be_claimed_afresh() {
     use diesel_async::RunQueryDsl;
     let (f, writer) = fixture("graph_snap_fenced_claim").await;
-    let record = f
-        .graphs
-        .record_failure(
-            f.run.run_id,
-            f.run.service_id,
-            &[writer.token().as_bytes()],
-            &diagnostics(&f),
-        )
-        .await
-        .unwrap();
-    assert_eq!(record, FailureRecord::Recorded);
+    // The writer records the failure and goes; its row disappears.
+    a_failure_record_accepts_its_writers_token(&f, &writer).await;
     let mut conn = db::connect(&f._db).await;
     diesel::sql_query("DELETE FROM radar_runtime_checkpoints WHERE service_id = $1")
         .bind::<diesel::sql_types::Uuid, _>(f.run.service_id)
@@ -382,4 +363,18 @@ async fn a_failed_runs_generation_cannot_be_claimed_afresh() {
         "",
         "the refused claim is rolled back"
     );
+}
+
+async fn a_failure_record_accepts_its_writers_token(f: &Fixture, writer: &CheckpointWriter) {
+    let record = f
+        .graphs
+        .record_failure(
+            f.run.run_id,
+            f.run.service_id,
+            &[writer.token().as_bytes()],
+            &diagnostics(f),
+        )
+        .await
+        .unwrap();
+    assert_eq!(record, FailureRecord::Recorded);
 }

@@ -218,6 +218,37 @@ fn a_policy_is_quiet_only_once_every_change_has_committed() {
     assert!(p.quiet());
 }
 
+/// One step of the property tests' random histories: a frame, a request,
+/// a started checkpoint, the newest attempt committed or failed, or a
+/// failed evidence batch.
+fn apply(
+    p: &mut CheckpointPolicy,
+    attempts: &mut Vec<(Option<Trigger>, Attempt)>,
+    kind: u8,
+    at: Instant,
+) {
+    match kind {
+        0 => {
+            p.on_frames(1, at);
+        }
+        1 => {
+            p.request(Trigger::CoverageChange, at);
+        }
+        2 => attempts.push(p.started(at)),
+        3 => {
+            if let Some((_, attempt)) = attempts.pop() {
+                p.committed(attempt);
+            }
+        }
+        4 => {
+            if let Some((trigger, attempt)) = attempts.pop() {
+                p.failed(attempt, trigger, at);
+            }
+        }
+        _ => p.batch_failed(at),
+    }
+}
+
 proptest::proptest! {
     /// Whatever happened before: before the policy's next deadline, time
     /// passing alone changes neither what is due nor whether the model
@@ -234,14 +265,7 @@ proptest::proptest! {
         for (kind, advance) in steps {
             now += advance;
             let at = secs(t0, now);
-            match kind {
-                0 => { p.on_frames(1, at); }
-                1 => { p.request(Trigger::CoverageChange, at); }
-                2 => attempts.push(p.started(at)),
-                3 => if let Some((_, attempt)) = attempts.pop() { p.committed(attempt); },
-                4 => if let Some((trigger, attempt)) = attempts.pop() { p.failed(attempt, trigger, at); },
-                _ => p.batch_failed(at),
-            }
+            apply(&mut p, &mut attempts, kind, at);
             let Some(deadline) = p.next_deadline() else { continue };
             proptest::prop_assert!(p.pending.is_none() && !p.quiet());
             if deadline <= at {
@@ -281,14 +305,7 @@ proptest::proptest! {
         for (kind, advance) in steps {
             now += advance;
             let at = secs(t0, now);
-            match kind {
-                0 => { p.on_frames(1, at); }
-                1 => { p.request(Trigger::CoverageChange, at); }
-                2 => attempts.push(p.started(at)),
-                3 => if let Some((_, attempt)) = attempts.pop() { p.committed(attempt); },
-                4 => if let Some((trigger, attempt)) = attempts.pop() { p.failed(attempt, trigger, at); },
-                _ => p.batch_failed(at),
-            }
+            apply(&mut p, &mut attempts, kind, at);
             if p.quiet() {
                 for after in &later {
                     let mut q = p.clone();
