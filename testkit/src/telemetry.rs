@@ -86,7 +86,8 @@ impl Worker {
     }
 
     /// Waits (at most 30 s) until `/readyz` answers 503 with a reason for
-    /// its first monitor, and returns that reason.
+    /// its first monitor past the start's phases (the reason it stays not
+    /// ready, e.g. a refused connection), and returns that reason.
     pub fn not_ready_detail(&self) -> String {
         wait_for(
             Duration::from_secs(30),
@@ -95,7 +96,11 @@ impl Worker {
                 let (code, body) = self.get("/readyz")?;
                 let json: serde_json::Value = serde_json::from_str(&body).ok()?;
                 let detail = json["not_ready"][0]["detail"].as_str()?.to_string();
-                (code == 503 && !detail.is_empty()).then_some(detail)
+                // The start's own phases come first and say nothing of
+                // why the monitor then stays not ready.
+                let starting = detail.starts_with("starting:")
+                    || detail.starts_with("waiting for a start slot");
+                (code == 503 && !detail.is_empty() && !starting).then_some(detail)
             },
         )
     }
