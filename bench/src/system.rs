@@ -105,6 +105,39 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_secs_f64(ticks as f64 / hz))
 }
 
+/// How often the threads of `pid` whose name starts with `prefix` went to
+/// sleep so far: their voluntary context switches (`/proc/PID/task/*/status`).
+/// Threads that ended take their counts along.
+pub fn thread_sleeps(pid: u32, prefix: &str) -> Option<u64> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut sleeps = 0;
+    for task in tasks.flatten() {
+        let path = task.path();
+        // A thread can end between listing and reading: skip it.
+        let Ok(comm) = fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let Ok(status) = fs::read_to_string(path.join("status")) else {
+            continue;
+        };
+        sleeps += voluntary_switches(&status)?;
+    }
+    Some(sleeps)
+}
+
+/// `voluntary_ctxt_switches` of a /proc status file.
+fn voluntary_switches(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// utime + stime from a /proc/PID/stat line (fields 14 and 15; the command
 /// name in parentheses may contain spaces, so count from its end).
 fn stat_cpu_ticks(stat: &str) -> Option<u64> {
@@ -119,6 +152,32 @@ fn stat_cpu_ticks(stat: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn voluntary_switches_are_read_from_a_status_file() {
+        let status = "Name:\tactix-rt|system\nvoluntary_ctxt_switches:\t1234\nnonvoluntary_ctxt_switches:\t56\n";
+        assert_eq!(voluntary_switches(status), Some(1234));
+        assert_eq!(voluntary_switches("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn this_process_sleeps_are_counted_by_thread_name() {
+        let pid = std::process::id();
+        let name = "sleeps-probe";
+        let before = thread_sleeps(pid, name).expect("this process's tasks");
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(|| {
+                let counted = thread_sleeps(std::process::id(), "sleeps-probe");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let after = thread_sleeps(std::process::id(), "sleeps-probe");
+                assert!(after > counted, "{counted:?} then {after:?}");
+            })
+            .expect("a thread")
+            .join()
+            .expect("the probe thread");
+        assert_eq!(before, 0);
+    }
 
     #[test]
     fn cpu_ticks_are_read_past_a_command_name_with_spaces() {

@@ -43,12 +43,12 @@ pub(super) fn print_ingest(r: &IngestReport) {
         if p.qos == QoS::AtMostOnce { 0 } else { 1 }
     );
     println!(
-        "| rep | consumer | mode | observations/s | frames/s | run s | publish s | consumer CPU s | rejected | flagged | checkpoints | load 1m |"
+        "| rep | consumer | mode | observations/s | frames/s | run s | publish s | consumer CPU s | model-thread sleeps per frame | rejected | flagged | checkpoints | load 1m |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for run in &r.runs {
         println!(
-            "| {} | {} | {} | {}{} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {}{} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {:.2} |",
             run.rep + 1,
             run.consumer.label(),
             if run.backlog { "backlog" } else { "live" },
@@ -59,6 +59,8 @@ pub(super) fn print_ingest(r: &IngestReport) {
             run.publish_elapsed.as_secs_f64(),
             run.consumer_cpu
                 .map_or("-".into(), |c| format!("{:.2}", c.as_secs_f64())),
+            run.sleeps_per_frame()
+                .map_or("-".into(), |s| format!("{s:.2}")),
             run.rejected,
             run.flagged,
             run.checkpoints,

@@ -123,6 +123,14 @@ impl WorkerProcess {
         system::cpu_time(self.pid())
     }
 
+    /// How often the worker's model threads went to sleep so far. Each
+    /// model runs on an actix arbiter thread of its own, whose name
+    /// (`actix-rt|system:N|arbiter:M`) the kernel keeps as `actix-rt|system`;
+    /// the HTTP workers are `actix-server ...`, the network thread `radar`.
+    pub fn model_sleeps(&self) -> Option<u64> {
+        system::thread_sleeps(self.pid(), "actix-rt|system")
+    }
+
     fn check_alive(&mut self) -> Result<()> {
         if let Some(child) = self.child.as_mut()
             && let Some(status) = child.try_wait()?

@@ -91,5 +91,6 @@ async fn bare_run(
         flagged: 0,
         checkpoints: 0,
         peak_rss_kib: None,
+        model_sleeps: None,
     })
 }

@@ -166,6 +166,7 @@ async fn product_run(
 ) -> Result<RunResult> {
     let before = counts(worker).await?;
     let cpu_before = worker.cpu_time();
+    let sleeps_before = worker.model_sleeps();
     let peak_rss = Cell::new(worker.rss_kib().map(|(rss, _)| rss));
     let end = end_by(worker, p, interval).await;
     let (started, publish_elapsed) =
@@ -215,6 +216,9 @@ async fn product_run(
         flagged: after.flagged - before.flagged,
         checkpoints: after.checkpoints - before.checkpoints,
         peak_rss_kib: peak_rss.get(),
+        model_sleeps: sleeps_before
+            .zip(worker.model_sleeps())
+            .map(|(b, a)| a.saturating_sub(b)),
     })
 }
 

@@ -74,6 +74,10 @@ pub struct RunResult {
     pub checkpoints: u64,
     /// Largest worker RSS seen during the run, KiB (product only).
     pub peak_rss_kib: Option<u64>,
+    /// How often the worker's model threads went to sleep during the run
+    /// (product only; each sleep is followed by a wake-up for the next
+    /// message).
+    pub model_sleeps: Option<u64>,
 }
 
 impl RunResult {
@@ -83,6 +87,12 @@ impl RunResult {
 
     pub fn frames_per_s(&self) -> f64 {
         self.frames as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Model-thread sleeps per frame the run made (product only).
+    pub fn sleeps_per_frame(&self) -> Option<f64> {
+        let sleeps = self.model_sleeps?;
+        (self.frames > 0).then(|| sleeps as f64 / self.frames as f64)
     }
 }
 
@@ -178,6 +188,7 @@ mod tests {
             flagged: 0,
             checkpoints: 0,
             peak_rss_kib: None,
+            model_sleeps: None,
         }
     }
 
