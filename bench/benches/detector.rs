@@ -19,11 +19,12 @@ use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use radar::{
     align::{Frame, Observation},
+    config::MonitorConfig,
     detector::{Detector, Phase},
     mqtt::{ConnectionEvent, RawMessage, payload::parse_payload},
     runtime::{
         CheckpointLimits, CheckpointPolicy, CommitOutcome, Effect, Effects, ModelRuntime,
-        ModelSetup, Trigger,
+        ModelSetup, MonitorCore, Trigger,
     },
     snapshot::{CheckpointKey, SnapshotBinding},
     telemetry::{METER_NAME, Telemetry},
@@ -32,13 +33,20 @@ use radar_bench::workload::{self, Signal};
 
 const WIDTHS: [usize; 6] = [2, 4, 8, 16, 32, 64];
 
-/// A fitted detector of `width` readings.
-fn fitted(width: usize) -> Detector {
-    let config = workload::monitor_config("bench", "bench/d", width, 200.max(4 * width), 200)
+/// A monitor of `width` readings on topics under `prefix` and its core,
+/// fed one frame past its fit (so it is monitoring).
+fn fitted_core(prefix: &str, width: usize, seed: u64) -> (MonitorConfig, MonitorCore) {
+    let config = workload::monitor_config("bench", prefix, width, 200.max(4 * width), 200)
         .expect("valid monitor");
     let frames = config.detector.training_frames + config.detector.calibration_frames + 1;
-    let core = workload::fed_core(config, frames, 3).expect("a fitted core");
+    let core = workload::fed_core(config.clone(), frames, seed).expect("a fitted core");
     assert_eq!(core.phase(), Phase::Monitoring);
+    (config, core)
+}
+
+/// A fitted detector of `width` readings.
+fn fitted(width: usize) -> Detector {
+    let (_, core) = fitted_core("bench/d", width, 3);
     core.detector()
         .expect("a monitor without a graph runs the built-in detector")
         .clone()
@@ -70,10 +78,7 @@ fn model_step(c: &mut Criterion) {
     let mut group = c.benchmark_group("model_step");
     group.throughput(Throughput::Elements(1));
     for width in WIDTHS {
-        let config = workload::monitor_config("bench", "bench/m", width, 200.max(4 * width), 200)
-            .expect("valid monitor");
-        let warmup = config.detector.training_frames + config.detector.calibration_frames + 1;
-        let mut core = workload::fed_core(config, warmup, 4).expect("a fitted core");
+        let (_, mut core) = fitted_core("bench/m", width, 4);
         let mut signal = Signal::new(11);
         // Source times continue from the warmup's and stay in the past, so
         // the age and future checks pass as they do live.
@@ -169,10 +174,7 @@ fn model_batch(c: &mut Criterion) {
     let mut group = c.benchmark_group("model_batch");
     group.throughput(Throughput::Elements(1));
     for width in [2, 8] {
-        let config = workload::monitor_config("bench", "bench/b", width, 200.max(4 * width), 200)
-            .expect("valid monitor");
-        let warmup = config.detector.training_frames + config.detector.calibration_frames + 1;
-        let core = workload::fed_core(config.clone(), warmup, 5).expect("a fitted core");
+        let (config, core) = fitted_core("bench/b", width, 5);
         let id = core.service_id();
         let setup = ModelSetup {
             binding: SnapshotBinding::for_monitor(id, &config),

@@ -167,10 +167,10 @@ mod tests {
         let before = thread_sleeps(pid, name).expect("this process's tasks");
         std::thread::Builder::new()
             .name(name.into())
-            .spawn(|| {
-                let counted = thread_sleeps(std::process::id(), "sleeps-probe");
+            .spawn(move || {
+                let counted = thread_sleeps(pid, name);
                 std::thread::sleep(std::time::Duration::from_millis(5));
-                let after = thread_sleeps(std::process::id(), "sleeps-probe");
+                let after = thread_sleeps(pid, name);
                 assert!(after > counted, "{counted:?} then {after:?}");
             })
             .expect("a thread")
