@@ -9,7 +9,10 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::schema::{radar_alarms, radar_evidence};
+use super::{
+    cached::{StaticSql, static_sql},
+    schema::{radar_alarms, radar_evidence},
+};
 
 /// One alarm as the alarm rule reported it; written again when it closes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,8 +158,29 @@ pub(super) async fn close_orphaned_alarms(
     writer_signature: &[u8],
     keep_open: Option<DateTime<Utc>>,
 ) -> QueryResult<AlarmReconciliation> {
+    let found: Reconciled = reconciliation(service_id, writer_signature, keep_open)
+        .get_result(conn)
+        .await?;
+    Ok(AlarmReconciliation {
+        closed: usize::try_from(found.closed).unwrap_or(0),
+        highest_seq: found
+            .highest
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(0),
+    })
+}
+
+/// The statement of [`close_orphaned_alarms`]. Every restart runs it, so it
+/// is prepared once per connection: as `sql_query` it was prepared and
+/// planned anew each time, about a third of a millisecond of PostgreSQL's
+/// CPU per restarted monitor (BENCHMARKS.md section 6, round 16).
+fn reconciliation(
+    service_id: Uuid,
+    writer_signature: &[u8],
+    keep_open: Option<DateTime<Utc>>,
+) -> StaticSql<'_> {
     use diesel::sql_types::{Bytea, Nullable, Timestamptz, Uuid as SqlUuid};
-    let found: Reconciled = diesel::sql_query(
+    static_sql(
         "WITH closed AS ( \
            UPDATE radar_alarms a SET closed_at = GREATEST(a.opened_at, COALESCE( \
              (SELECT max(e.frame_ts) FROM radar_evidence e WHERE e.service_id = a.service_id \
@@ -170,15 +194,6 @@ pub(super) async fn close_orphaned_alarms(
     .bind::<SqlUuid, _>(service_id)
     .bind::<Bytea, _>(writer_signature)
     .bind::<Nullable<Timestamptz>, _>(keep_open)
-    .get_result(conn)
-    .await?;
-    Ok(AlarmReconciliation {
-        closed: usize::try_from(found.closed).unwrap_or(0),
-        highest_seq: found
-            .highest
-            .and_then(|n| u64::try_from(n).ok())
-            .unwrap_or(0),
-    })
 }
 
 /// Counters and sequence numbers beyond i64 do not occur; saturate rather
@@ -200,4 +215,31 @@ fn contributions_json(contributions: &BTreeMap<String, f64>) -> serde_json::Valu
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::{pg::Pg, query_builder::QueryFragment};
+
+    use super::*;
+
+    #[test]
+    fn the_reconciliation_is_prepared_once_per_connection_with_its_four_binds() {
+        let keep_open = Some(DateTime::<Utc>::UNIX_EPOCH);
+        let statement = reconciliation(Uuid::nil(), b"sig", keep_open);
+        assert_eq!(statement.is_safe_to_cache_prepared(&Pg), Ok(true));
+        let sql = diesel::debug_query::<Pg, _>(&statement).to_string();
+        // `$1` occurs twice in the text: each occurrence is bound again.
+        for placeholder in [
+            "writer_signature = $1",
+            "service_id = $2",
+            "FROM $3",
+            "service_id = $4",
+        ] {
+            assert!(
+                sql.contains(placeholder),
+                "{placeholder} missing from {sql}"
+            );
+        }
+    }
 }

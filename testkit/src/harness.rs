@@ -30,6 +30,21 @@ pub struct Harness {
     pub dir: tempfile::TempDir,
 }
 
+/// A failed test keeps its scratch directory (the worker logs, the monitor
+/// files) and names it on stderr, so a failure that does not repeat can
+/// still be read afterwards.
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dir.disable_cleanup(true);
+            eprintln!(
+                "test failed: its worker logs and files are kept in {}",
+                self.dir.path().display()
+            );
+        }
+    }
+}
+
 impl Harness {
     pub async fn new(tag: &str) -> Self {
         Self::on_server(&db::server_url(), tag).await
