@@ -4,6 +4,10 @@
 //! `sql_query` does), each execution costs PostgreSQL two transactions: one
 //! for the `Parse`, one for the execution.
 //!
+//! So are a checkpoint's own statements (the conditional replace of the
+//! snapshot row, the ledger upsert) and a restart's alarm reconciliation,
+//! which every commit and every restart run.
+//!
 //! Counted exactly in the session's own `pg_prepared_statements`: a pool of
 //! one connection runs the statements, then reads the view.
 
@@ -18,7 +22,8 @@ use radar::{
     config::MonitorConfig,
     snapshot::{CheckpointKey, ManagedState, SnapshotBinding, seal},
     store::{
-        self, CheckpointStore, Claim, HealthOutcome, HealthRecord, Heartbeats, Services,
+        self, CheckpointStore, Claim, HealthOutcome, HealthRecord, Heartbeats, PendingResults,
+        Services, WriteOutcome,
         fleet::{self, WorkerAdvert},
     },
 };
@@ -112,6 +117,64 @@ async fn periodic_statements_are_prepared_once_per_connection() {
             (p.statements, p.executions),
             (1, ROUNDS),
             "`{needle}...` should be prepared once and run {ROUNDS} times on the one connection"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoints_statements_are_prepared_once_per_connection() {
+    let db = db::migrated_database("checkpoint_prepared").await;
+    let pool = store::connect(&db.url, 1, db::STATEMENT_TIMEOUT)
+        .await
+        .unwrap();
+    let config = MonitorConfig::from_toml(&monitor::two_readings("commits", "commits")).unwrap();
+    let id = Services::new(pool.clone()).create(&config).await.unwrap();
+    let binding = SnapshotBinding::for_monitor(id, &config);
+    let key = CheckpointKey::new(b"integration-test-key-0123456789abcdef".to_vec());
+    // Each snapshot saved at its own instant: a token of its own.
+    let start = Utc::now();
+    let sealed = |n: u64| {
+        let at = start + chrono::Duration::milliseconds(n as i64);
+        seal(&binding, &ManagedState::default(), at, &key).unwrap()
+    };
+    let store = CheckpointStore::new(pool.clone(), "worker-a");
+    let mut writer = match store.claim(&sealed(0)).await.unwrap() {
+        Claim::Won(w) => w,
+        Claim::Lost(lost) => panic!("{lost}"),
+    };
+
+    // Three restarts (each replaces the row and reconciles the alarms),
+    // then three ordinary checkpoints.
+    const ROUNDS: i64 = 3;
+    for n in 1..=ROUNDS as u64 {
+        let resumed = store.resume(id, writer.token());
+        let (w, _) = resumed
+            .first_checkpoint(&sealed(n), None)
+            .await
+            .unwrap_or_else(|e| panic!("restart {n}: {e:?}"));
+        writer = w;
+    }
+    for n in 1..=ROUNDS as u64 {
+        writer = match writer
+            .checkpoint(&sealed(10 + n), &PendingResults::default())
+            .await
+        {
+            WriteOutcome::Committed(w) => w,
+            other => panic!("checkpoint {n}: {other:?}"),
+        };
+    }
+
+    for (needle, runs) in [
+        ("UPDATE radar_runtime_checkpoints", 2 * ROUNDS),
+        // The claim records the first token too.
+        ("INSERT INTO radar_checkpoint_ledger", 2 * ROUNDS + 1),
+        ("WITH closed AS", ROUNDS),
+    ] {
+        let p = prepared(&pool, needle).await;
+        assert_eq!(
+            (p.statements, p.executions),
+            (1, runs),
+            "`{needle}...` should be prepared once and run {runs} times on the one connection"
         );
     }
 }

@@ -37,4 +37,4 @@ pub use versions::{
 };
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

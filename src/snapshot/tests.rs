@@ -86,7 +86,9 @@ fn binding() -> SnapshotBinding {
     SnapshotBinding::for_monitor(service(), &monitor())
 }
 
-fn sealed(frames: u64) -> SealedSnapshot {
+/// A sealed snapshot of a small monitor after `frames` frames (also for
+/// the store's statement tests).
+pub(crate) fn sealed(frames: u64) -> SealedSnapshot {
     seal(&binding(), &state(frames), at(20), &key()).unwrap()
 }
 

@@ -27,7 +27,9 @@ use self::writer::{CloseOrphanedAlarms, EvidenceBatch, HeldWrite, TxError};
 use super::evidence::{AlarmReconciliation, PendingResults};
 use super::stored::{LedgerEntry, SnapshotColumns, StoredSnapshot};
 use super::{
-    Pool, StoreError, checkout,
+    Pool, StoreError,
+    cached::{StaticSql, static_sql},
+    checkout,
     fence::Fence,
     schema::{radar_checkpoint_ledger as ledger, radar_runtime_checkpoints as rows},
 };
@@ -264,6 +266,43 @@ enum ClaimTx<T> {
     Lost(LossReason),
 }
 
+/// The compare-and-swap of a checkpoint: replaces the monitor's row
+/// with `s` only if it holds one of the `accepted` signatures, and
+/// stamps the commit's time (the column default only applies on
+/// insert). Every checkpoint runs it, so it is a constant text each
+/// connection prepares once ([`static_sql`]); diesel's `update` is
+/// never cached, and PostgreSQL parsed and planned it on every commit
+/// (BENCHMARKS.md section 6, round 16).
+pub(super) fn replace_statement<'a>(
+    s: &'a SealedSnapshot,
+    writer_id: &'a str,
+    accepted: &'a [Vec<u8>],
+) -> StaticSql<'a> {
+    use diesel::sql_types::{Array, Bytea, Int4, Int8, Text, Timestamptz, Uuid as SqlUuid};
+    let e = &s.envelope;
+    static_sql(
+        "UPDATE radar_runtime_checkpoints SET envelope = $2, format_version = $3, \
+           config_fingerprint = $4, runtime_versions = $5, processed_count = $6, \
+           observation_history_len = $7, saved_at = $8, payload_sha256 = $9, key_id = $10, \
+           signature = $11, payload = $12, writer_id = $13, committed_at = now() \
+         WHERE service_id = $1 AND signature = ANY($14)",
+    )
+    .bind::<SqlUuid, _>(e.service_id)
+    .bind::<Bytea, _>(s.bytes.envelope.as_slice())
+    .bind::<Int4, _>(i32::from(e.format_version))
+    .bind::<Bytea, _>(e.config_fingerprint.as_slice())
+    .bind::<Text, _>(e.runtime_versions.as_str())
+    .bind::<Int8, _>(i64::try_from(e.processed_count).unwrap_or(i64::MAX))
+    .bind::<Int4, _>(i32::try_from(e.observation_history_len).unwrap_or(i32::MAX))
+    .bind::<Timestamptz, _>(e.saved_at)
+    .bind::<Bytea, _>(e.payload_sha256.as_slice())
+    .bind::<Text, _>(e.key_id.as_str())
+    .bind::<Bytea, _>(s.bytes.signature.as_slice())
+    .bind::<Bytea, _>(s.bytes.payload.as_slice())
+    .bind::<Text, _>(writer_id)
+    .bind::<Array<Bytea>, _>(accepted)
+}
+
 /// Records `token` as the monitor's newest committed snapshot, inside the
 /// transaction that commits it, so a loader can tell a replayed older row
 /// from the newest one.
@@ -272,19 +311,37 @@ async fn record_in_ledger(
     service_id: Uuid,
     token: &FencingToken,
 ) -> diesel::QueryResult<usize> {
-    diesel::insert_into(ledger::table)
-        .values((
-            ledger::service_id.eq(service_id),
-            ledger::sequence.eq(1),
-            ledger::signature.eq(token.as_bytes()),
-        ))
-        .on_conflict(ledger::service_id)
-        .do_update()
-        .set((
-            ledger::sequence.eq(ledger::sequence + 1),
-            ledger::signature.eq(diesel::upsert::excluded(ledger::signature)),
-            ledger::committed_at.eq(diesel::dsl::now),
-        ))
-        .execute(conn)
-        .await
+    ledger_statement(service_id, token).execute(conn).await
+}
+
+/// The statement of [`record_in_ledger`]. Every commit runs it: a constant
+/// text each connection prepares once (diesel never caches an upsert).
+fn ledger_statement(service_id: Uuid, token: &FencingToken) -> StaticSql<'_> {
+    use diesel::sql_types::{Bytea, Uuid as SqlUuid};
+    static_sql(
+        "INSERT INTO radar_checkpoint_ledger (service_id, sequence, signature) VALUES ($1, 1, $2) \
+         ON CONFLICT (service_id) DO UPDATE SET sequence = radar_checkpoint_ledger.sequence + 1, \
+           signature = EXCLUDED.signature, committed_at = now()",
+    )
+    .bind::<SqlUuid, _>(service_id)
+    .bind::<Bytea, _>(token.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::{pg::Pg, query_builder::QueryFragment};
+
+    use super::*;
+
+    #[test]
+    fn a_checkpoints_statements_are_prepared_once_per_connection() {
+        let sealed = crate::snapshot::tests::sealed(3);
+        let accepted = vec![b"old".to_vec(), sealed.token.as_bytes().to_vec()];
+        let replace = replace_statement(&sealed, "worker", &accepted);
+        assert_eq!(replace.is_safe_to_cache_prepared(&Pg), Ok(true));
+        let sql = diesel::debug_query::<Pg, _>(&replace).to_string();
+        assert!(sql.contains("signature = ANY($14)"), "{sql}");
+        let ledger = ledger_statement(sealed.envelope.service_id, &sealed.token);
+        assert_eq!(ledger.is_safe_to_cache_prepared(&Pg), Ok(true));
+    }
 }

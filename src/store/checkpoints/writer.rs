@@ -112,22 +112,12 @@ impl CheckpointWriter {
             ));
         };
         let store = &self.store;
-        let update = diesel::update(
-            rows::table
-                .find(self.service_id)
-                .filter(rows::signature.eq_any(&accepted)),
-        )
-        // The column default only applies on insert; each commit must stamp
-        // its own time.
-        .set((
-            store.row_values(next),
-            rows::committed_at.eq(diesel::dsl::now),
-        ));
         let result = store
             .bounded(async {
                 let mut conn = checkout(&store.pool).await?;
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
+                        let update = super::replace_statement(next, &store.writer_id, &accepted);
                         if update.execute(conn).await? == 0 {
                             return Err(TxError::Refused);
                         }
