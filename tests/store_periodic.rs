@@ -5,8 +5,9 @@
 //! for the `Parse`, one for the execution.
 //!
 //! So are a checkpoint's own statements (the conditional replace of the
-//! snapshot row, the ledger upsert) and a restart's alarm reconciliation,
-//! which every commit and every restart run.
+//! snapshot row, the ledger upsert), a restart's alarm reconciliation and
+//! a status change written on its own, which every commit, every restart
+//! and every monitor's stop run.
 //!
 //! Counted exactly in the session's own `pg_prepared_statements`: a pool of
 //! one connection runs the statements, then reads the view.
@@ -122,7 +123,7 @@ async fn periodic_statements_are_prepared_once_per_connection() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_checkpoints_statements_are_prepared_once_per_connection() {
+async fn a_checkpoints_restarts_and_status_changes_are_prepared_once_per_connection() {
     let db = db::migrated_database("checkpoint_prepared").await;
     let pool = store::connect(&db.url, 1, db::STATEMENT_TIMEOUT)
         .await
@@ -164,7 +165,16 @@ async fn a_checkpoints_statements_are_prepared_once_per_connection() {
         };
     }
 
+    for n in 1..=ROUNDS {
+        let outcome = writer.health_reporter().report(&record()).await;
+        assert!(
+            matches!(outcome, HealthOutcome::Written(_)),
+            "status {n}: {outcome:?}"
+        );
+    }
+
     for (needle, runs) in [
+        ("SELECT $1, $2, $3", ROUNDS),
         ("UPDATE radar_runtime_checkpoints", 2 * ROUNDS),
         // The claim records the first token too.
         ("INSERT INTO radar_checkpoint_ledger", 2 * ROUNDS + 1),

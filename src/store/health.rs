@@ -2,7 +2,7 @@
 //! snapshot signature by a plain read, so a heartbeat lands even while an
 //! evidence batch holds (or waits for) the snapshot row lock.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, Utc};
 use diesel::sql_types::{Array, Bool, Bytea, Int8, Nullable, Text, Timestamptz};
@@ -10,7 +10,9 @@ use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use super::{
-    StoreError, checkout,
+    StoreError,
+    cached::{StaticSql, static_sql},
+    checkout,
     checkpoints::{CheckpointStore, OwnershipLost, WriteKind},
     fence::{Fence, HealthTokens},
 };
@@ -105,6 +107,16 @@ const UNOWNED_COUNTS: [(&str, &str); 2] = [
     ),
 ];
 
+/// The single-row upserts' texts, built once: constant for the life of the
+/// process, so each connection prepares each of them once ([`static_sql`]).
+/// As `sql_query` every status change (10,000 of them when a worker of
+/// 10,000 monitors stops) was parsed and planned anew, in a round trip of
+/// its own.
+static OWNED_UPSERT: LazyLock<String> = LazyLock::new(|| upsert(OWNED, OWNER_COUNTS));
+static UNCHANGED_UPSERT: LazyLock<String> = LazyLock::new(|| upsert(UNCHANGED, UNOWNED_COUNTS));
+static STILL_MISSING_UPSERT: LazyLock<String> =
+    LazyLock::new(|| upsert(STILL_MISSING, UNOWNED_COUNTS));
+
 fn upsert(condition: &str, counts: [(&str, &str); 2]) -> String {
     counts.iter().fold(
         UPSERT.replace("{condition}", condition),
@@ -166,11 +178,10 @@ impl HealthReporter {
             else {
                 break;
             };
-            let sql = upsert(OWNED, OWNER_COUNTS);
             let written = write_status(
                 &self.store,
                 self.service_id,
-                &sql,
+                &OWNED_UPSERT,
                 record,
                 &token,
                 "owner",
@@ -205,34 +216,31 @@ impl CheckpointStore {
         seen_signature: Option<&[u8]>,
         record: &HealthRecord,
     ) -> Result<bool, StoreError> {
-        let condition = if seen_signature.is_some() {
-            UNCHANGED
+        let sql = if seen_signature.is_some() {
+            &UNCHANGED_UPSERT
         } else {
-            STILL_MISSING
+            &STILL_MISSING_UPSERT
         };
-        let sql = upsert(condition, UNOWNED_COUNTS);
         let seen = seen_signature.map(<[u8]>::to_vec);
-        write_status(self, service_id, &sql, record, "", "none", |q| {
+        write_status(self, service_id, sql, record, "", "none", |q| {
             q.bind::<Nullable<Bytea>, _>(seen)
         })
         .await
     }
 }
 
-type Query =
-    diesel::query_builder::BoxedSqlQuery<'static, diesel::pg::Pg, diesel::query_builder::SqlQuery>;
+type Query = StaticSql<'static>;
 
 async fn write_status(
     store: &CheckpointStore,
     service_id: Uuid,
-    sql: &str,
+    sql: &'static str,
     record: &HealthRecord,
     token: &str,
     ownership: &str,
     bind_condition: impl FnOnce(Query) -> Query + Send,
 ) -> Result<bool, StoreError> {
-    let query = diesel::sql_query(sql.to_string())
-        .into_boxed()
+    let query = static_sql(sql)
         .bind::<diesel::sql_types::Uuid, _>(service_id)
         .bind::<Text, _>(store.writer_id().to_string())
         .bind::<Text, _>(record.state.clone())
