@@ -138,4 +138,9 @@ pub(super) struct RecoveryArgs {
     /// printed), so that starts can be repeated without preparing again.
     #[arg(long, env = "RADAR_BENCH_KEEP_DB", value_parser = clap::builder::FalseyValueParser::new())]
     pub(super) keep_db: bool,
+    /// Start on this database, kept by an earlier `--keep-db` run, instead
+    /// of preparing one (it is kept again). It must hold exactly
+    /// `--recovery-monitors` snapshots.
+    #[arg(long, value_name = "NAME")]
+    pub(super) reuse_db: Option<String>,
 }

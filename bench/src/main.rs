@@ -117,6 +117,16 @@ fn radar_bin(flag: Option<PathBuf>) -> Result<PathBuf> {
 
 /// The recovery scenario alone, on a database of snapshots it prepares and drops.
 async fn recovery_alone(env: &Env, args: &RecoveryArgs) -> Result<()> {
+    if let Some(name) = &args.reuse_db {
+        let db = radar_bench::db::BenchDb::existing(&env.db_server, name, args.recovery_monitors)
+            .await?;
+        eprintln!(
+            "reusing database {name} ({} snapshots)",
+            args.recovery_monitors
+        );
+        print_recovery(&recovery_run(env, &db, args).await?, None);
+        return Ok(());
+    }
     eprintln!(
         "preparing {} monitors with snapshots",
         args.recovery_monitors
