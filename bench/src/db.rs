@@ -147,13 +147,21 @@ mod tests {
 
     #[tokio::test]
     async fn only_a_kept_bench_database_can_be_reused() {
-        for name in ["postgres", "radar_bench_x; DROP TABLE y", "radar_bench_a\"b", ""] {
+        for name in [
+            "postgres",
+            "radar_bench_x; DROP TABLE y",
+            "radar_bench_a\"b",
+            "",
+        ] {
             let error = BenchDb::existing("postgres://nobody@127.0.0.1:1", name, 1)
                 .await
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default();
-            assert!(error.contains("--reuse-db takes the name"), "{name:?}: {error}");
+            assert!(
+                error.contains("--reuse-db takes the name"),
+                "{name:?}: {error}"
+            );
         }
     }
 }
