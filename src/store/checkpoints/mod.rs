@@ -135,9 +135,7 @@ impl CheckpointStore {
                 let mut conn = checkout(&self.pool).await?;
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
-                        let inserted = diesel::insert_into(rows::table)
-                            .values(self.row_values(initial))
-                            .on_conflict_do_nothing()
+                        let inserted = claim_statement(initial, &self.writer_id)
                             .execute(conn)
                             .await?;
                         if inserted == 0 {
@@ -193,44 +191,6 @@ impl CheckpointStore {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn row_values<'a>(
-        &'a self,
-        s: &'a SealedSnapshot,
-    ) -> (
-        diesel::dsl::Eq<rows::service_id, Uuid>,
-        diesel::dsl::Eq<rows::envelope, &'a [u8]>,
-        diesel::dsl::Eq<rows::format_version, i32>,
-        diesel::dsl::Eq<rows::config_fingerprint, &'a [u8]>,
-        diesel::dsl::Eq<rows::runtime_versions, &'a str>,
-        diesel::dsl::Eq<rows::processed_count, i64>,
-        diesel::dsl::Eq<rows::observation_history_len, i32>,
-        diesel::dsl::Eq<rows::saved_at, DateTime<Utc>>,
-        diesel::dsl::Eq<rows::payload_sha256, &'a [u8]>,
-        diesel::dsl::Eq<rows::key_id, &'a str>,
-        diesel::dsl::Eq<rows::signature, &'a [u8]>,
-        diesel::dsl::Eq<rows::payload, &'a [u8]>,
-        diesel::dsl::Eq<rows::writer_id, &'a str>,
-    ) {
-        let e = &s.envelope;
-        (
-            rows::service_id.eq(e.service_id),
-            rows::envelope.eq(s.bytes.envelope.as_slice()),
-            rows::format_version.eq(i32::from(e.format_version)),
-            rows::config_fingerprint.eq(e.config_fingerprint.as_slice()),
-            rows::runtime_versions.eq(e.runtime_versions.as_str()),
-            rows::processed_count.eq(i64::try_from(e.processed_count).unwrap_or(i64::MAX)),
-            rows::observation_history_len
-                .eq(i32::try_from(e.observation_history_len).unwrap_or(i32::MAX)),
-            rows::saved_at.eq(e.saved_at),
-            rows::payload_sha256.eq(e.payload_sha256.as_slice()),
-            rows::key_id.eq(e.key_id.as_str()),
-            rows::signature.eq(s.bytes.signature.as_slice()),
-            rows::payload.eq(s.bytes.payload.as_slice()),
-            rows::writer_id.eq(self.writer_id.as_str()),
-        )
-    }
-
     /// Runs a database operation with an overall deadline, as a backstop
     /// for the per-statement timeout (e.g. a pool that cannot connect).
     pub(super) async fn bounded<T>(
@@ -266,6 +226,23 @@ enum ClaimTx<T> {
     Lost(LossReason),
 }
 
+/// The claim of a fresh monitor's row: inserts `s` unless a row exists
+/// (then nothing is inserted and the claim is lost). The commit time is
+/// the column's default.
+fn claim_statement<'a>(s: &'a SealedSnapshot, writer_id: &'a str) -> StaticSql<'a> {
+    with_row(
+        static_sql(
+            "INSERT INTO radar_runtime_checkpoints (service_id, envelope, format_version, \
+               config_fingerprint, runtime_versions, processed_count, observation_history_len, \
+               saved_at, payload_sha256, key_id, signature, payload, writer_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+             ON CONFLICT DO NOTHING",
+        ),
+        s,
+        writer_id,
+    )
+}
+
 /// The compare-and-swap of a checkpoint: replaces the monitor's row
 /// with `s` only if it holds one of the `accepted` signatures, and
 /// stamps the commit's time (the column default only applies on
@@ -278,29 +255,45 @@ pub(super) fn replace_statement<'a>(
     writer_id: &'a str,
     accepted: &'a [Vec<u8>],
 ) -> StaticSql<'a> {
-    use diesel::sql_types::{Array, Bytea, Int4, Int8, Text, Timestamptz, Uuid as SqlUuid};
-    let e = &s.envelope;
-    static_sql(
-        "UPDATE radar_runtime_checkpoints SET envelope = $2, format_version = $3, \
-           config_fingerprint = $4, runtime_versions = $5, processed_count = $6, \
-           observation_history_len = $7, saved_at = $8, payload_sha256 = $9, key_id = $10, \
-           signature = $11, payload = $12, writer_id = $13, committed_at = now() \
-         WHERE service_id = $1 AND signature = ANY($14)",
+    use diesel::sql_types::{Array, Bytea};
+    with_row(
+        static_sql(
+            "UPDATE radar_runtime_checkpoints SET envelope = $2, format_version = $3, \
+               config_fingerprint = $4, runtime_versions = $5, processed_count = $6, \
+               observation_history_len = $7, saved_at = $8, payload_sha256 = $9, key_id = $10, \
+               signature = $11, payload = $12, writer_id = $13, committed_at = now() \
+             WHERE service_id = $1 AND signature = ANY($14)",
+        ),
+        s,
+        writer_id,
     )
-    .bind::<SqlUuid, _>(e.service_id)
-    .bind::<Bytea, _>(s.bytes.envelope.as_slice())
-    .bind::<Int4, _>(i32::from(e.format_version))
-    .bind::<Bytea, _>(e.config_fingerprint.as_slice())
-    .bind::<Text, _>(e.runtime_versions.as_str())
-    .bind::<Int8, _>(i64::try_from(e.processed_count).unwrap_or(i64::MAX))
-    .bind::<Int4, _>(i32::try_from(e.observation_history_len).unwrap_or(i32::MAX))
-    .bind::<Timestamptz, _>(e.saved_at)
-    .bind::<Bytea, _>(e.payload_sha256.as_slice())
-    .bind::<Text, _>(e.key_id.as_str())
-    .bind::<Bytea, _>(s.bytes.signature.as_slice())
-    .bind::<Bytea, _>(s.bytes.payload.as_slice())
-    .bind::<Text, _>(writer_id)
     .bind::<Array<Bytea>, _>(accepted)
+}
+
+/// Binds a snapshot row's columns as `$1` to `$13`, in the order of
+/// [`claim_statement`]'s column list: the one place that maps a sealed
+/// snapshot to its row, for the claim and for every replacement.
+fn with_row<'a>(
+    statement: StaticSql<'a>,
+    s: &'a SealedSnapshot,
+    writer_id: &'a str,
+) -> StaticSql<'a> {
+    use diesel::sql_types::{Bytea, Int4, Int8, Text, Timestamptz, Uuid as SqlUuid};
+    let e = &s.envelope;
+    statement
+        .bind::<SqlUuid, _>(e.service_id)
+        .bind::<Bytea, _>(s.bytes.envelope.as_slice())
+        .bind::<Int4, _>(i32::from(e.format_version))
+        .bind::<Bytea, _>(e.config_fingerprint.as_slice())
+        .bind::<Text, _>(e.runtime_versions.as_str())
+        .bind::<Int8, _>(i64::try_from(e.processed_count).unwrap_or(i64::MAX))
+        .bind::<Int4, _>(i32::try_from(e.observation_history_len).unwrap_or(i32::MAX))
+        .bind::<Timestamptz, _>(e.saved_at)
+        .bind::<Bytea, _>(e.payload_sha256.as_slice())
+        .bind::<Text, _>(e.key_id.as_str())
+        .bind::<Bytea, _>(s.bytes.signature.as_slice())
+        .bind::<Bytea, _>(s.bytes.payload.as_slice())
+        .bind::<Text, _>(writer_id)
 }
 
 /// Records `token` as the monitor's newest committed snapshot, inside the
@@ -343,5 +336,8 @@ mod tests {
         assert!(sql.contains("signature = ANY($14)"), "{sql}");
         let ledger = ledger_statement(sealed.envelope.service_id, &sealed.token);
         assert_eq!(ledger.is_safe_to_cache_prepared(&Pg), Ok(true));
+        let claim = claim_statement(&sealed, "worker");
+        let sql = diesel::debug_query::<Pg, _>(&claim).to_string();
+        assert!(sql.contains("$12, $13) ON CONFLICT DO NOTHING"), "{sql}");
     }
 }
