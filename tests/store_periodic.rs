@@ -16,15 +16,15 @@ use std::{sync::Arc, time::Duration};
 
 use radar_testkit::{db, heartbeat, monitor, poll};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::RunQueryDsl;
 use radar::{
     config::MonitorConfig,
-    snapshot::{CheckpointKey, ManagedState, SnapshotBinding, seal},
+    snapshot::{CheckpointKey, ManagedState, SealedSnapshot, SnapshotBinding, seal},
     store::{
-        self, CheckpointStore, Claim, HealthOutcome, HealthRecord, Heartbeats, PendingResults,
-        Services, WriteOutcome,
+        self, CheckpointStore, CheckpointWriter, Claim, HealthOutcome, HealthRecord, Heartbeats,
+        PendingResults, Services, WriteOutcome,
         fleet::{self, WorkerAdvert},
     },
 };
@@ -52,6 +52,48 @@ async fn prepared(pool: &store::Pool, needle: &str) -> Prepared {
     .unwrap()
 }
 
+/// One monitor in a fresh database, a pool of one connection (so the
+/// session's `pg_prepared_statements` holds every statement the test ran)
+/// and a store of worker `worker-a` on it.
+struct OneConnection {
+    _db: db::TestDb,
+    pool: store::Pool,
+    store: CheckpointStore,
+    binding: SnapshotBinding,
+    key: CheckpointKey,
+}
+
+impl OneConnection {
+    async fn new(tag: &str) -> Self {
+        let db = db::migrated_database(&format!("{tag}_prepared")).await;
+        let pool = store::connect(&db.url, 1, db::STATEMENT_TIMEOUT)
+            .await
+            .unwrap();
+        let config = MonitorConfig::from_toml(&monitor::two_readings(tag, tag)).unwrap();
+        let id = Services::new(pool.clone()).create(&config).await.unwrap();
+        Self {
+            _db: db,
+            store: CheckpointStore::new(pool.clone(), "worker-a"),
+            pool,
+            binding: SnapshotBinding::for_monitor(id, &config),
+            key: CheckpointKey::new(b"integration-test-key-0123456789abcdef".to_vec()),
+        }
+    }
+
+    /// The monitor's empty state, sealed as saved at `at`.
+    fn sealed(&self, at: DateTime<Utc>) -> SealedSnapshot {
+        seal(&self.binding, &ManagedState::default(), at, &self.key).unwrap()
+    }
+
+    /// Claims the monitor's row with `first`.
+    async fn claim(&self, first: &SealedSnapshot) -> CheckpointWriter {
+        match self.store.claim(first).await.unwrap() {
+            Claim::Won(w) => w,
+            Claim::Lost(lost) => panic!("{lost}"),
+        }
+    }
+}
+
 fn record() -> HealthRecord {
     HealthRecord {
         state: "running".into(),
@@ -69,21 +111,10 @@ fn record() -> HealthRecord {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periodic_statements_are_prepared_once_per_connection() {
-    let db = db::migrated_database("periodic_prepared").await;
-    let pool = store::connect(&db.url, 1, db::STATEMENT_TIMEOUT)
-        .await
-        .unwrap();
-    let config = MonitorConfig::from_toml(&monitor::two_readings("periodic", "periodic")).unwrap();
-    let id = Services::new(pool.clone()).create(&config).await.unwrap();
-    let binding = SnapshotBinding::for_monitor(id, &config);
-    let key = CheckpointKey::new(b"integration-test-key-0123456789abcdef".to_vec());
-    let sealed = seal(&binding, &ManagedState::default(), Utc::now(), &key).unwrap();
-    let store = CheckpointStore::new(pool.clone(), "worker-a");
-    let writer = match store.claim(&sealed).await.unwrap() {
-        Claim::Won(w) => w,
-        Claim::Lost(lost) => panic!("{lost}"),
-    };
-    let (heartbeats, mut flusher) = Heartbeats::new(store, Duration::from_secs(3600));
+    let one = OneConnection::new("periodic").await;
+    let pool = one.pool.clone();
+    let writer = one.claim(&one.sealed(Utc::now())).await;
+    let (heartbeats, mut flusher) = Heartbeats::new(one.store.clone(), Duration::from_secs(3600));
     let advert = WorkerAdvert::this_binary("worker-a".into());
 
     const ROUNDS: i64 = 3;
@@ -124,25 +155,13 @@ async fn periodic_statements_are_prepared_once_per_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoints_restarts_and_status_changes_are_prepared_once_per_connection() {
-    let db = db::migrated_database("checkpoint_prepared").await;
-    let pool = store::connect(&db.url, 1, db::STATEMENT_TIMEOUT)
-        .await
-        .unwrap();
-    let config = MonitorConfig::from_toml(&monitor::two_readings("commits", "commits")).unwrap();
-    let id = Services::new(pool.clone()).create(&config).await.unwrap();
-    let binding = SnapshotBinding::for_monitor(id, &config);
-    let key = CheckpointKey::new(b"integration-test-key-0123456789abcdef".to_vec());
+    let one = OneConnection::new("commits").await;
+    let (pool, store) = (&one.pool, &one.store);
     // Each snapshot saved at its own instant: a token of its own.
     let start = Utc::now();
-    let sealed = |n: u64| {
-        let at = start + chrono::Duration::milliseconds(n as i64);
-        seal(&binding, &ManagedState::default(), at, &key).unwrap()
-    };
-    let store = CheckpointStore::new(pool.clone(), "worker-a");
-    let mut writer = match store.claim(&sealed(0)).await.unwrap() {
-        Claim::Won(w) => w,
-        Claim::Lost(lost) => panic!("{lost}"),
-    };
+    let sealed = |n: u64| one.sealed(start + chrono::Duration::milliseconds(n as i64));
+    let mut writer = one.claim(&sealed(0)).await;
+    let id = writer.service_id();
 
     // Three restarts (each replaces the row and reconciles the alarms),
     // then three ordinary checkpoints.
@@ -180,7 +199,7 @@ async fn a_checkpoints_restarts_and_status_changes_are_prepared_once_per_connect
         ("INSERT INTO radar_checkpoint_ledger", 2 * ROUNDS + 1),
         ("WITH closed AS", ROUNDS),
     ] {
-        let p = prepared(&pool, needle).await;
+        let p = prepared(pool, needle).await;
         assert_eq!(
             (p.statements, p.executions),
             (1, runs),
