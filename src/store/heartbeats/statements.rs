@@ -1,6 +1,20 @@
 //! The statements of a heartbeat flush: the upsert of the monitors whose
 //! record is new, and the refresh of those whose record is the one their
 //! row already holds.
+//!
+//! # The token check
+//!
+//! Each statement checks every monitor's token by reading its snapshot
+//! row's signature through the primary key (a scalar subquery per monitor)
+//! and looking the (monitor, signature) pair up among the pairs the writer
+//! accepts (hashed once per statement). Written as a join of the accepted
+//! pairs with `radar_runtime_checkpoints`, PostgreSQL hashed the whole
+//! table for every chunk (every monitor of the fleet, 10 ms at 10,000) and,
+//! estimating that join at one row, scanned the refreshed rows once per
+//! owned monitor: 60-93 ms for a refresh of 1,000 monitors where this form
+//! takes 17-22 ms (BENCHMARKS.md section 6, round 17). The refresh returns
+//! the owned and the refreshed monitors as a union for the same reason:
+//! nothing is looked up in a list whose size the planner guessed.
 
 use std::collections::HashSet;
 
@@ -84,8 +98,10 @@ impl<'a> StatusColumns<'a> {
 
 /// The upsert of many monitors' status rows, each applied only if its
 /// snapshot row holds one of the tokens its writer accepts. The check is a
-/// plain read (no row lock on the snapshot rows); the status rows are
-/// written in monitor order, so two workers' batches never deadlock.
+/// plain read (no row lock on the snapshot rows), one primary-key probe per
+/// monitor of the chunk (see "The token check" in the module docs); the
+/// status rows are written in monitor order, so two workers' batches never
+/// deadlock.
 /// Times are on the database's clock, as in the single-row upsert: the
 /// heartbeat is `now()`, the last checkpoint as old as the writer measured
 /// it when it took the record (`taken_at`: the record's `heartbeat_at`, or
@@ -105,11 +121,9 @@ FROM unnest($1::uuid[], $3::text[], $4::text[], $5::bool[], $6::int8[],
         $14::timestamptz[], $15::jsonb[])
     AS b(service_id, state, phase, connected, processed_count, last_checkpoint_at,
         fencing_token, recovery, coverage, last_error, taken_at, seen_ago)
-WHERE b.service_id IN (
-    SELECT a.service_id
-    FROM unnest($12::uuid[], $13::bytea[]) AS a(service_id, signature)
-    JOIN radar_runtime_checkpoints c
-        ON c.service_id = a.service_id AND c.signature = a.signature)
+WHERE (b.service_id, (SELECT c.signature FROM radar_runtime_checkpoints c
+                      WHERE c.service_id = b.service_id))
+    IN (SELECT * FROM unnest($12::uuid[], $13::bytea[]))
 ORDER BY b.service_id
 ON CONFLICT (service_id) DO UPDATE SET
     worker_id = EXCLUDED.worker_id, state = EXCLUDED.state, phase = EXCLUDED.phase,
@@ -173,32 +187,31 @@ pub(super) async fn write_batch(
 /// where the snapshot row holds one of the tokens the writer accepts (the
 /// same plain read as [`BATCH_UPSERT`]) and the status row is still as
 /// that writer left it (its worker, as owner, with its current token).
-/// Every monitor that passes the token check is returned, with whether its
-/// row was refreshed: one that was not (its row was written by somebody
-/// else meanwhile, or is gone) is written in full instead. The rows are
-/// locked in monitor order, as in the upsert.
+/// Every monitor that passes the token check is returned once unrefreshed
+/// and, if its row was refreshed, once more as refreshed (a union, not a
+/// join of the two sets: see the module docs); one that was not refreshed
+/// (its row was written by somebody else meanwhile, or is gone) is written
+/// in full instead. The rows are locked in monitor order, as in the upsert.
 const REFRESH: &str = "
 WITH owned AS (
-    SELECT DISTINCT a.service_id
-    FROM unnest($1::uuid[], $2::bytea[]) AS a(service_id, signature)
-    JOIN radar_runtime_checkpoints c
-        ON c.service_id = a.service_id AND c.signature = a.signature),
+    SELECT b.service_id, b.fencing_token
+    FROM unnest($3::uuid[], $4::text[]) AS b(service_id, fencing_token)
+    WHERE (b.service_id, (SELECT c.signature FROM radar_runtime_checkpoints c
+                          WHERE c.service_id = b.service_id))
+        IN (SELECT * FROM unnest($1::uuid[], $2::bytea[]))),
 refreshed AS (
     UPDATE radar_operational_status s SET heartbeat_at = now()
     FROM (SELECT r.service_id
-          FROM radar_operational_status r
-          JOIN unnest($3::uuid[], $4::text[]) AS b(service_id, fencing_token)
-              ON r.service_id = b.service_id
-          WHERE b.service_id IN (SELECT service_id FROM owned)
-              AND r.worker_id = $5 AND r.ownership = 'owner'
-              AND r.fencing_token IS NOT DISTINCT FROM b.fencing_token
+          FROM owned o JOIN radar_operational_status r ON r.service_id = o.service_id
+          WHERE r.worker_id = $5 AND r.ownership = 'owner'
+              AND r.fencing_token IS NOT DISTINCT FROM o.fencing_token
           ORDER BY r.service_id
           FOR UPDATE OF r) AS l
     WHERE s.service_id = l.service_id
     RETURNING s.service_id)
-SELECT o.service_id, EXISTS (SELECT 1 FROM refreshed f WHERE f.service_id = o.service_id)
-    AS refreshed
-FROM owned o";
+SELECT service_id, false AS refreshed FROM owned
+UNION ALL
+SELECT service_id, true FROM refreshed";
 
 #[derive(diesel::QueryableByName)]
 struct RefreshedRow {
