@@ -1,7 +1,8 @@
 //! Idle cost of one `radar worker`: N monitors of `config/monitors/pump.toml`
 //! on distinct topics, connected, with no data. Over a fixed window it
 //! reads what PostgreSQL did for the worker's database (`pg_stat_database`:
-//! commits and rows written per second) and the worker's CPU share from
+//! commits and rows written per second), the CPU share of the PostgreSQL
+//! backends serving the worker's connections and the worker's own, from
 //! /proc; then the size and the worker CPU of `/metrics` scrapes.
 
 use std::time::{Duration, Instant};
@@ -42,6 +43,11 @@ pub struct IdleReport {
     pub rows_per_s: f64,
     /// Worker CPU time over wall time (1.0 = one core).
     pub cpu_share: f64,
+    /// CPU time of the PostgreSQL backends serving the worker's database
+    /// over wall time, when the server runs on this machine (its processes
+    /// readable in /proc); background processes (WAL writer, checkpointer)
+    /// are not counted.
+    pub db_cpu_share: Option<f64>,
     pub scrape: ScrapeCost,
     pub rss_kib: u64,
     /// Descriptors, threads and open-file limit at the end of the window.
@@ -118,6 +124,44 @@ async fn db_stats(admin: &mut AsyncPgConnection, name: &str) -> Result<DbStats> 
     .await?)
 }
 
+#[derive(diesel::QueryableByName)]
+struct Backend {
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pid: i32,
+}
+
+/// CPU time so far of each PostgreSQL backend serving database `name`,
+/// by process id; empty when none of them is readable here.
+async fn backend_cpu(admin: &mut AsyncPgConnection, name: &str) -> Result<Vec<(i32, Duration)>> {
+    let backends: Vec<Backend> = diesel::sql_query(
+        "SELECT pid FROM pg_stat_activity \
+         WHERE datname = $1 AND backend_type = 'client backend'",
+    )
+    .bind::<Text, _>(name)
+    .load(admin)
+    .await?;
+    Ok(backends
+        .into_iter()
+        .filter_map(|b| {
+            let pid = u32::try_from(b.pid).ok()?;
+            Some((b.pid, system::cpu_time(pid)?))
+        })
+        .collect())
+}
+
+/// The backends' CPU share over `wall` seconds, counting those that served
+/// the worker at both readings (its pool keeps its connections).
+fn backend_share(before: &[(i32, Duration)], after: &[(i32, Duration)], wall: f64) -> Option<f64> {
+    let spent: Vec<f64> = after
+        .iter()
+        .filter_map(|(pid, cpu)| {
+            let (_, earlier) = before.iter().find(|(p, _)| p == pid)?;
+            Some(cpu.saturating_sub(*earlier).as_secs_f64())
+        })
+        .collect();
+    (!spent.is_empty()).then(|| spent.iter().sum::<f64>() / wall)
+}
+
 #[derive(diesel::QueryableByName, Debug, Clone)]
 struct TableWrites {
     #[diesel(sql_type = Text)]
@@ -175,10 +219,12 @@ async fn measure(env: &Env, db: &BenchDb, p: &IdleParams) -> Result<IdleReport> 
     let tables_before = table_writes(db).await?;
     let load_before = system::load_average();
     let before = db_stats(&mut admin, &db.name).await?;
+    let db_cpu_before = backend_cpu(&mut admin, &db.name).await?;
     let cpu_before = worker.cpu_time().context("reading the worker's CPU time")?;
     let started = Instant::now();
     tokio::time::sleep(p.window).await;
     let after = db_stats(&mut admin, &db.name).await?;
+    let db_cpu_after = backend_cpu(&mut admin, &db.name).await?;
     let cpu_after = worker.cpu_time().context("reading the worker's CPU time")?;
     let wall = started.elapsed().as_secs_f64();
     let load_after = system::load_average();
@@ -195,6 +241,7 @@ async fn measure(env: &Env, db: &BenchDb, p: &IdleParams) -> Result<IdleReport> 
         })
         .collect();
     let cpu_share = (cpu_after - cpu_before).as_secs_f64() / wall;
+    let db_cpu_share = backend_share(&db_cpu_before, &db_cpu_after, wall);
     let rss_kib = worker.rss_kib().map_or(0, |(rss, _)| rss);
     let holdings = worker.holdings().unwrap_or_default();
 
@@ -213,6 +260,7 @@ async fn measure(env: &Env, db: &BenchDb, p: &IdleParams) -> Result<IdleReport> 
         commits_per_s: (after.commits - before.commits) as f64 / wall,
         rows_per_s: (after.rows - before.rows) as f64 / wall,
         cpu_share,
+        db_cpu_share,
         scrape,
         rss_kib,
         holdings,
@@ -250,4 +298,19 @@ pub async fn scrape_cost(
     cost.cpu = Duration::from_secs_f64(above_idle / scrapes as f64);
     cost.wall = wall / scrapes as u32;
     Ok(cost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_share_counts_only_backends_seen_at_both_readings() {
+        let s = Duration::from_secs;
+        let before = [(1, s(10)), (2, s(20)), (3, s(5))];
+        let after = [(1, s(13)), (2, s(21)), (4, s(50))];
+        assert_eq!(backend_share(&before, &after, 2.0), Some(2.0));
+        assert_eq!(backend_share(&before, &[(4, s(50))], 2.0), None);
+        assert_eq!(backend_share(&[], &[], 2.0), None);
+    }
 }

@@ -154,6 +154,17 @@ pub(super) fn print_idle(r: &IdleReport) {
         r.cpu_share * 100.0 * 1000.0 / p.monitors.max(1) as f64
     );
     println!(
+        "| PostgreSQL CPU (backends serving the worker) | {} | - |",
+        r.db_cpu_share.map_or_else(
+            || "not readable here".to_string(),
+            |share| format!(
+                "{:.2}% of a core ({:.2}% per 1000 monitors)",
+                share * 100.0,
+                share * 100.0 * 1000.0 / p.monitors.max(1) as f64
+            )
+        )
+    );
+    println!(
         "| worker RSS | {:.1} MiB ({:.1} KiB per monitor) | 100 KiB per idle monitor (at 10,000) |",
         r.rss_kib as f64 / 1024.0,
         r.rss_kib as f64 / p.monitors.max(1) as f64
