@@ -345,6 +345,17 @@ async fn a_worker_that_lost_a_monitor_takes_it_back_after_the_overlapping_worker
     first
         .wait_log("lost ownership of its snapshot", START)
         .await;
+    // The broker acknowledged the frames, not their delivery: a worker
+    // stopped before it consumed them hands over a snapshot without them
+    // (the live stream is not replayed), and the count below would be short
+    // by what it had not yet taken in.
+    h.wait_status(
+        id,
+        START,
+        "the overlapping worker processed the 10 frames",
+        |s| s["worker_id"] == "w-overlap" && s["processed_count"].as_u64() == Some(40),
+    )
+    .await;
     overlapping.stop_cleanly(START).await;
 
     h.wait_status(
