@@ -353,7 +353,7 @@ async fn a_worker_that_lost_a_monitor_takes_it_back_after_the_overlapping_worker
         id,
         START,
         "the overlapping worker processed the 10 frames",
-        |s| s["worker_id"] == "w-overlap" && s["processed_count"].as_u64() == Some(40),
+        |s| s["worker_id"] == "w-overlap" && processed(s) == 40,
     )
     .await;
     overlapping.stop_cleanly(START).await;
