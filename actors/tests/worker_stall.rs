@@ -88,7 +88,8 @@ async fn a_locked_snapshot_row_stalls_the_model_until_it_commits_again() {
     let beat = stalled["heartbeat_at"].clone();
     let mut beats = 0;
     let mut last_beat = beat;
-    poll::within(START)
+    // A stalled row whose content does not change is refreshed every 10 s.
+    poll::within(START + Duration::from_secs(20))
         .wait_async("two heartbeats while stalled", async || {
             publisher.frames(&prefix, 5).await;
             publisher.flush(START).await;
@@ -301,5 +302,101 @@ async fn a_sparse_monitor_checkpointing_at_the_maximum_interval_never_stalls() {
         rejected.get("model_stopped").copied().unwrap_or(0),
         0,
         "no frame may be dropped for a stall: {inspection:#}"
+    );
+}
+
+/// A status row as stored: its heartbeat time and everything else.
+#[derive(diesel::QueryableByName, Debug, Clone, PartialEq)]
+struct StoredStatus {
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    heartbeat_at: chrono::DateTime<chrono::Utc>,
+    /// Every column but `heartbeat_at`, as JSON text.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    content: String,
+}
+
+async fn stored_status(conn: &mut AsyncPgConnection, id: Uuid) -> Option<StoredStatus> {
+    diesel::sql_query(
+        "SELECT heartbeat_at, (to_jsonb(s) - 'heartbeat_at')::text AS content \
+         FROM radar_operational_status s WHERE service_id = $1",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(id)
+    .get_result(conn)
+    .await
+    .ok()
+}
+
+/// An idle monitor's status row costs its database one row every 10 s, not
+/// one every 2 s: while its content stays the same the row is only
+/// refreshed, about every 10 s (still often enough for the take-back delay
+/// and `radar status` to see a live owner). A change is written on the
+/// next beat (every 2 s), however recently the row was refreshed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_monitors_row_is_refreshed_every_10_s_and_a_change_is_written_at_once() {
+    let h = Harness::new("worker_refresh").await;
+    let Committed {
+        id,
+        prefix,
+        worker,
+        mut publisher,
+        mut conn,
+        ..
+    } = committed_frames(&h, "refresh", &[], 5).await;
+
+    // Distinct stored rows, in order, until two refreshes of an unchanged
+    // row have been seen.
+    let mut rows: Vec<(Instant, StoredStatus)> = Vec::new();
+    let refreshes = |rows: &[(Instant, StoredStatus)]| -> Vec<chrono::TimeDelta> {
+        rows.windows(2)
+            .filter(|w| w[0].1.content == w[1].1.content)
+            .map(|w| w[1].1.heartbeat_at - w[0].1.heartbeat_at)
+            .collect()
+    };
+    poll::within(Duration::from_secs(60))
+        .every(Duration::from_millis(100))
+        .wait_async("two refreshes of an unchanged row", async || {
+            if let Some(now) = stored_status(&mut conn, id).await
+                && rows.last().is_none_or(|(_, last)| *last != now)
+            {
+                rows.push((Instant::now(), now));
+            }
+            let seen = refreshes(&rows);
+            poll::check(seen.len() >= 2, || {
+                format!("refreshes {seen:?} among {} rows", rows.len())
+            })
+        })
+        .await;
+    let seen = refreshes(&rows);
+    assert!(
+        seen.iter()
+            .all(|d| *d >= chrono::TimeDelta::milliseconds(8_500)
+                && *d <= chrono::TimeDelta::milliseconds(14_000)),
+        "an unchanged row must be refreshed about every 10 s: {seen:?}\n{}",
+        worker.log()
+    );
+
+    // Right after a refresh, one more frame: written on the next beat,
+    // not with the next refresh 10 s later.
+    let (refreshed, last) = rows.last().cloned().expect("a row");
+    publisher.frames(&prefix, 1).await;
+    publisher.flush(START).await;
+    let written = poll::within(START)
+        .every(Duration::from_millis(100))
+        .wait_async("the new frame's count written", async || {
+            let now = stored_status(&mut conn, id).await;
+            let count = now.as_ref().and_then(|n| {
+                serde_json::from_str::<serde_json::Value>(&n.content).ok()?["processed_count"]
+                    .as_i64()
+            });
+            match now {
+                Some(now) if count == Some(6) && now != last => Ok(Instant::now()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+    let after = written - refreshed;
+    assert!(
+        after < Duration::from_secs(7),
+        "a changed record waited {after:?} after the last refresh: it must be written on the next 2 s beat"
     );
 }

@@ -15,15 +15,16 @@ use super::{Observations, OutageKind, Verdict, ms};
 pub const REPLAY_REPORTED_WITHIN: Duration = Duration::from_secs(120);
 
 /// The stated bound: a lost monitor is taken back once its owner has been
-/// silent for 20 s (one 5 s poll later), a killed worker is replaced within
-/// 3 s and restores in a few seconds; 45 s leaves room for a loaded host.
-pub const UNOWNED_BOUND: Duration = Duration::from_secs(45);
+/// silent for 35 s (one 5 s poll later), a killed worker is replaced within
+/// 3 s and restores in a few seconds; a live owner's idle row is up to 10 s
+/// old (refreshed every 10 s); 60 s leaves room for a loaded host.
+pub const UNOWNED_BOUND: Duration = Duration::from_secs(60);
 /// After a database outage, starts that failed wait out a restart backoff
 /// (5 s, doubling) before they are tried again.
 pub const AFTER_OUTAGE: Duration = Duration::from_secs(90);
 
 pub fn never_unowned_for_long(obs: &Observations) -> Verdict {
-    let mut v = Verdict::new("(j) no monitor without a live owner for longer than 45 s");
+    let mut v = Verdict::new("(j) no monitor without a live owner for longer than 60 s");
     let bound = chrono::Duration::from_std(UNOWNED_BOUND).unwrap_or(chrono::Duration::MAX);
     let after = chrono::Duration::from_std(AFTER_OUTAGE).unwrap_or(chrono::Duration::MAX);
     for s in &obs.status {

@@ -4,7 +4,10 @@
 //! on the shared grid, so a beat costs no timer, task or mailbox message
 //! of its own.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
@@ -14,7 +17,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use uuid::Uuid;
 
 use super::{
-    HealthInputs, STALL_AFTER,
+    HEARTBEAT, HealthInputs, REFRESH_EVERY, STALL_AFTER,
     record::{Documents, Views},
 };
 use crate::monitor::handlers::LostOwnership;
@@ -31,6 +34,16 @@ pub(super) struct Due {
     /// `record` is the one last written (see [`Health::written`]).
     pub unchanged: bool,
     pub taken_at: DateTime<Utc>,
+    /// When the beat was taken, on the monotonic clock.
+    pub taken: Instant,
+}
+
+/// Whether an unchanged record last written `since` ago is due for a
+/// refresh. Beats fall on a grid one [`HEARTBEAT`] apart, so the beat
+/// [`REFRESH_EVERY`] after the write may come a little early: half a beat
+/// of slack keeps it from slipping to the next one.
+pub(super) fn refresh_due(since: Duration) -> bool {
+    since + HEARTBEAT / 2 >= REFRESH_EVERY
 }
 
 /// What a monitor's beat reads and remembers between beats.
@@ -62,6 +75,8 @@ pub(super) struct Health {
     /// state is still that record, a heartbeat hands it in again as
     /// unchanged (no record built, its row's heartbeat time refreshed).
     written: Option<Arc<HealthRecord>>,
+    /// When the beat that last wrote (or refreshed) the row was taken.
+    written_at: Instant,
     pub metrics: MonitorTelemetry,
     pub span: tracing::Span,
 }
@@ -88,6 +103,7 @@ impl Health {
             halted: false,
             documents: Documents::default(),
             written: None,
+            written_at: Instant::now(),
             metrics,
             span,
         }
@@ -195,12 +211,14 @@ impl Health {
         (Arc::new(self.record(facts, now)), false)
     }
 
-    /// One beat at `now`: assesses the state (logging and emitting a
-    /// change), counts the network side's rejections and the queue depth,
-    /// and takes the heartbeat to hand in; `None` if halted, if writes are
-    /// disabled or ownership is lost, or while the previous heartbeat is
-    /// still writing (this one is then skipped).
-    pub(super) fn beat(&mut self, now: DateTime<Utc>) -> Option<Due> {
+    /// One beat at `now` (`at` on the monotonic clock): assesses the state
+    /// (logging and emitting a change), counts the network side's
+    /// rejections and the queue depth, and takes the heartbeat to hand in;
+    /// `None` if halted, if writes are disabled or ownership is lost, while
+    /// the previous heartbeat is still writing (this one is then skipped),
+    /// or when the record is unchanged and its row is not yet due for a
+    /// refresh ([`REFRESH_EVERY`]).
+    pub(super) fn beat(&mut self, now: DateTime<Utc>, at: Instant) -> Option<Due> {
         if self.halted {
             return None;
         }
@@ -217,31 +235,41 @@ impl Health {
         self.metrics.set_queue_depth(queued as usize);
         self.facts = facts;
         let mut slot = Arc::clone(&self.reporter).try_lock_owned().ok()?;
-        let reporter = slot.take()?;
+        if slot.is_none() {
+            return None;
+        }
         let (record, unchanged) = self.current(facts, now);
+        if unchanged && !refresh_due(at.saturating_duration_since(self.written_at)) {
+            return None;
+        }
+        let reporter = slot.take()?;
         Some(Due {
             slot,
             reporter,
             record,
             unchanged,
             taken_at: now,
+            taken: at,
         })
     }
 
     /// Settles a heartbeat handed in: the reporter goes back to its slot
     /// unless ownership was lost (the monitor is told), and a written
-    /// record becomes the one later beats compare with. `None`: the
-    /// worker's runtime dropped the heartbeat unanswered (it is stopping).
+    /// record becomes the one later beats compare with, as written by the
+    /// beat taken `taken`. `None`: the worker's runtime dropped the
+    /// heartbeat unanswered (it is stopping).
     pub(super) fn settle(
         &mut self,
         mut slot: OwnedMutexGuard<Option<HealthReporter>>,
         record: Arc<HealthRecord>,
+        taken: Instant,
         outcome: Option<HealthOutcome>,
     ) {
         match outcome {
             Some(HealthOutcome::Written(reporter)) => {
                 *slot = Some(reporter);
                 self.written = Some(record);
+                self.written_at = taken;
             }
             Some(HealthOutcome::Failed { reporter, error }) => {
                 let _span = self.span.enter();
@@ -253,5 +281,43 @@ impl Health {
             }
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On the beat grid (one beat per `HEARTBEAT`, each up to a tenth of a
+    /// beat early or late), an unchanged row is refreshed on the first beat
+    /// `REFRESH_EVERY` after its last write and on none before it: once per
+    /// refresh period, never a beat later.
+    #[test]
+    fn an_unchanged_row_is_refreshed_once_per_refresh_period_on_the_beat_grid() {
+        let jitter = HEARTBEAT / 10;
+        let beats_per_refresh = (REFRESH_EVERY.as_millis() / HEARTBEAT.as_millis()) as u32;
+        assert!(beats_per_refresh > 1, "a refresh must skip beats");
+        // Every beat early, every beat late, and early and late in turn.
+        for pattern in ["early", "late", "alternating"] {
+            let mut written = Duration::ZERO;
+            let mut refreshes = Vec::new();
+            for k in 1..=4 * beats_per_refresh {
+                let on_grid = HEARTBEAT * k;
+                let early = pattern == "early" || (pattern == "alternating" && k % 2 == 0);
+                let at = if early {
+                    on_grid - jitter
+                } else {
+                    on_grid + jitter
+                };
+                if refresh_due(at - written) {
+                    refreshes.push(k);
+                    written = at;
+                }
+            }
+            let expected: Vec<u32> = (1..=4).map(|n| n * beats_per_refresh).collect();
+            assert_eq!(refreshes, expected, "beats {pattern}");
+        }
+        assert!(!refresh_due(Duration::ZERO));
+        assert!(refresh_due(REFRESH_EVERY));
     }
 }

@@ -72,10 +72,10 @@ impl HealthBeats {
 impl Registry {
     /// Beats `monitors` and hands their heartbeats in as one group.
     fn beat(&self, monitors: &[Shared]) {
-        let now = Utc::now();
+        let (now, at) = (Utc::now(), std::time::Instant::now());
         let due: Vec<(Shared, Due)> = monitors
             .iter()
-            .filter_map(|health| Some((Arc::clone(health), lock(health).beat(now)?)))
+            .filter_map(|health| Some((Arc::clone(health), lock(health).beat(now, at)?)))
             .collect();
         if !due.is_empty() {
             actix_rt::spawn(write(self.batch.clone(), due));
@@ -112,7 +112,7 @@ async fn write(batch: Option<Heartbeats>, due: Vec<(Shared, Due)>) {
             taken_at: due.taken_at,
             unchanged: due.unchanged,
         });
-        settle.push((health, due.slot, due.record));
+        settle.push((health, due.slot, due.record, due.taken));
     }
     let outcomes = match batch {
         Some(batch) => batch.submit(beats).await,
@@ -125,8 +125,8 @@ async fn write(batch: Option<Heartbeats>, due: Vec<(Shared, Due)>) {
             .await
         }
     };
-    for ((health, slot, record), outcome) in settle.into_iter().zip(outcomes) {
-        lock(&health).settle(slot, record, outcome);
+    for ((health, slot, record, taken), outcome) in settle.into_iter().zip(outcomes) {
+        lock(&health).settle(slot, record, taken, outcome);
     }
 }
 

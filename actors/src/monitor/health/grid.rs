@@ -8,8 +8,9 @@ use uuid::Uuid;
 use super::HEARTBEAT;
 
 /// How often the driver ticks: each tick beats one half of the monitors,
-/// so every monitor beats every [`HEARTBEAT`], and the worker's flush
-/// writes about half of them each second.
+/// so every monitor beats every [`HEARTBEAT`]; the worker's flush writes
+/// the beaten monitors whose record changed and the idle ones whose row is
+/// due for a refresh (`REFRESH_EVERY`).
 pub const TICK: Duration = Duration::from_secs(HEARTBEAT.as_secs() / 2);
 
 /// The half of the monitors `service_id` belongs to, by id.

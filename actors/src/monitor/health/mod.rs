@@ -38,8 +38,15 @@ use super::{
     view::{CheckpointView, ModelView},
 };
 
-/// How often a monitor reports its health.
+/// How often a monitor's health is assessed; a record that changed is
+/// written on the beat that sees the change.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// How often the status row of a monitor whose record has not changed is
+/// refreshed (its `heartbeat_at` moved on, its token checked): an idle
+/// monitor costs its database one row this often, not one every
+/// [`HEARTBEAT`]. Readers that judge an owner by its row's age
+/// (`OWNER_SILENT_FOR`, the chaos check's bound) allow several of these.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(10);
 /// Queued input that has not moved for this long means the model is stalled.
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
 

@@ -31,9 +31,9 @@ pub(super) fn poll_every() -> Duration {
         .map_or(POLL_EVERY, Duration::from_millis)
 }
 /// How long a monitor this worker lost may go without a heartbeat from its
-/// new owner before this worker takes it back: several heartbeats (every
-/// 2 s) and a slow status write.
-pub const OWNER_SILENT_FOR: Duration = Duration::from_secs(20);
+/// new owner before this worker takes it back: three refreshes of an idle
+/// monitor's status row (`REFRESH_EVERY`, 10 s) and a slow status write.
+pub const OWNER_SILENT_FOR: Duration = Duration::from_secs(35);
 
 impl Supervisor {
     /// The monitors this worker is responsible for.
