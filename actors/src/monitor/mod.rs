@@ -35,7 +35,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 pub use handlers::Stop;
-pub use health::HealthBeats;
+pub use health::{HealthBeats, REFRESH_EVERY};
 pub use model::ModelTicks;
 pub use view::{CheckpointView, ModelView, Ownership};
 

@@ -17,7 +17,7 @@ use radar::{
 use uuid::Uuid;
 
 use super::{MONITORS_NOT_LISTED, Scope, Supervisor, WorkerOutcome};
-use crate::monitor::Stop;
+use crate::monitor::{REFRESH_EVERY, Stop};
 
 /// How often the supervisor looks for new and retired monitors.
 pub const POLL_EVERY: Duration = Duration::from_secs(5);
@@ -32,8 +32,9 @@ pub(super) fn poll_every() -> Duration {
 }
 /// How long a monitor this worker lost may go without a heartbeat from its
 /// new owner before this worker takes it back: three refreshes of an idle
-/// monitor's status row (`REFRESH_EVERY`, 10 s) and a slow status write.
-pub const OWNER_SILENT_FOR: Duration = Duration::from_secs(35);
+/// monitor's status row ([`REFRESH_EVERY`], 10 s) and a slow status write
+/// (35 s).
+pub const OWNER_SILENT_FOR: Duration = Duration::from_secs(3 * REFRESH_EVERY.as_secs() + 5);
 
 impl Supervisor {
     /// The monitors this worker is responsible for.
