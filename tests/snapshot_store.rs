@@ -12,8 +12,8 @@ use radar::{
     snapshot::{CheckpointKey, LoadOutcome, ManagedState, SealedSnapshot, SnapshotBinding, seal},
     store::{
         self, AlarmReconciliation, AlarmRecord, CheckpointStore, CheckpointWriter, Claim,
-        EvidenceRecord, HealthOutcome, HealthRecord, PendingResults, Services, WriteKind,
-        WriteOutcome,
+        EvidenceRecord, HealthOutcome, HealthRecord, NotCommitted, PendingResults, Services,
+        WriteKind, WriteOutcome,
     },
 };
 use radar_testkit::{db, poll};
@@ -881,4 +881,47 @@ async fn a_restarts_first_checkpoint_closes_the_alarms_its_detector_does_not_kno
             },
         ]
     );
+}
+
+/// The statements after a refused swap are sent in the same pipeline and
+/// run (rolled back with it): a stale restart's first checkpoint neither
+/// closes the owner's open alarm nor advances the ledger, and a losing
+/// claim leaves the ledger to the winner.
+#[tokio::test]
+async fn a_refused_first_checkpoint_or_claim_changes_nothing_the_pipeline_sent_after_it() {
+    let fx = fixture("refused_pipeline").await;
+    let a = fx.claim("worker-a").await;
+    let stale = a.token();
+    let a = committed(a.commit_evidence(&results(10, 3)).await);
+    let a = committed(
+        a.checkpoint(&fx.sealed(2, at(20)), &PendingResults::default())
+            .await,
+    );
+    let ledger = "SELECT sequence AS n FROM radar_checkpoint_ledger WHERE service_id = $1";
+    let open = "SELECT count(*) AS n FROM radar_alarms WHERE service_id = $1 AND closed_at IS NULL";
+    assert_eq!((fx.count(ledger).await, fx.count(open).await), (2, 1));
+
+    let refused = fx
+        .store("worker-b")
+        .resume(fx.service_id, stale)
+        .first_checkpoint(&fx.sealed(2, at(30)), None)
+        .await;
+    let Err(NotCommitted::OwnershipLost(lost)) = refused else {
+        panic!("a stale first checkpoint was not refused")
+    };
+    assert_eq!(lost.refused, WriteKind::Checkpoint);
+    let (claim, found) = fx
+        .store("worker-c")
+        .first_claim(&fx.sealed(0, at(40)), None, false)
+        .await
+        .unwrap();
+    assert!(matches!(claim, Claim::Lost(_)), "a second claim lost");
+    assert_eq!(found, AlarmReconciliation::default());
+
+    assert_eq!(
+        (fx.count(ledger).await, fx.count(open).await),
+        (2, 1),
+        "the ledger and the owner's open alarm are as the owner left them"
+    );
+    assert_eq!(fx.row_signature().await.unwrap(), a.token().as_bytes());
 }

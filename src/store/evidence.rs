@@ -63,13 +63,16 @@ const ROWS_PER_STATEMENT: usize = 1000;
 
 /// Writes results under `writer_signature`, inside the caller's
 /// transaction. A frame or alarm already stored is not duplicated; an alarm
-/// seen again takes its newer close time and peak.
+/// seen again takes its newer close time and peak. The statements (rows of
+/// different statements never overlap) are pipelined: all are sent when the
+/// future is first polled, after whatever the caller sent before.
 pub(super) async fn insert_results(
-    conn: &mut AsyncPgConnection,
+    mut conn: &AsyncPgConnection,
     service_id: Uuid,
     writer_signature: &[u8],
     pending: &PendingResults,
 ) -> QueryResult<()> {
+    let mut statements = Vec::new();
     for chunk in pending.evidence.chunks(ROWS_PER_STATEMENT) {
         let rows: Vec<_> = chunk
             .iter()
@@ -87,11 +90,12 @@ pub(super) async fn insert_results(
                 )
             })
             .collect();
-        diesel::insert_into(radar_evidence::table)
-            .values(rows)
-            .on_conflict_do_nothing()
-            .execute(conn)
-            .await?;
+        statements.push(
+            diesel::insert_into(radar_evidence::table)
+                .values(rows)
+                .on_conflict_do_nothing()
+                .execute(&mut conn),
+        );
     }
     // One statement may not update the same alarm twice; the newest record
     // of an alarm (e.g. its close after its open) is the one that counts.
@@ -112,18 +116,20 @@ pub(super) async fn insert_results(
                 )
             })
             .collect();
-        diesel::insert_into(radar_alarms::table)
-            .values(rows)
-            .on_conflict((radar_alarms::service_id, radar_alarms::opened_at))
-            .do_update()
-            .set((
-                radar_alarms::closed_at.eq(excluded(radar_alarms::closed_at)),
-                radar_alarms::peak_score.eq(excluded(radar_alarms::peak_score)),
-                radar_alarms::writer_signature.eq(excluded(radar_alarms::writer_signature)),
-            ))
-            .execute(conn)
-            .await?;
+        statements.push(
+            diesel::insert_into(radar_alarms::table)
+                .values(rows)
+                .on_conflict((radar_alarms::service_id, radar_alarms::opened_at))
+                .do_update()
+                .set((
+                    radar_alarms::closed_at.eq(excluded(radar_alarms::closed_at)),
+                    radar_alarms::peak_score.eq(excluded(radar_alarms::peak_score)),
+                    radar_alarms::writer_signature.eq(excluded(radar_alarms::writer_signature)),
+                ))
+                .execute(&mut conn),
+        );
     }
+    futures_util::future::try_join_all(statements).await?;
     Ok(())
 }
 
@@ -153,13 +159,13 @@ struct Reconciled {
 /// highest stored alarm number (the close changes no number, so the
 /// statement's snapshot gives the same answer as a read after it).
 pub(super) async fn close_orphaned_alarms(
-    conn: &mut AsyncPgConnection,
+    mut conn: &AsyncPgConnection,
     service_id: Uuid,
     writer_signature: &[u8],
     keep_open: Option<DateTime<Utc>>,
 ) -> QueryResult<AlarmReconciliation> {
     let found: Reconciled = reconciliation(service_id, writer_signature, keep_open)
-        .get_result(conn)
+        .get_result(&mut conn)
         .await?;
     Ok(AlarmReconciliation {
         closed: usize::try_from(found.closed).unwrap_or(0),

@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 pub use self::outcome::{Claim, LossReason, NotCommitted, OwnershipLost, WriteKind, WriteOutcome};
 pub use self::writer::CheckpointWriter;
-use self::writer::{CloseOrphanedAlarms, EvidenceBatch, HeldWrite, TxError};
+use self::writer::{CloseOrphanedAlarms, EvidenceBatch, HeldWrite, Swap, TxError};
 use super::evidence::{AlarmReconciliation, PendingResults};
 use super::stored::{LedgerEntry, SnapshotColumns, StoredSnapshot};
 use super::{
@@ -135,21 +135,15 @@ impl CheckpointStore {
                 let mut conn = checkout(&self.pool).await?;
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
-                        let inserted = claim_statement(initial, &self.writer_id)
-                            .execute(conn)
-                            .await?;
-                        if inserted == 0 {
-                            return Err(TxError::Refused);
-                        }
                         // A failed run's generation is fenced for every
                         // writer: the insert is rolled back.
-                        if graph_run && writer::generation_failed(conn, service_id).await? {
-                            return Err(TxError::RunFailed);
-                        }
-                        record_in_ledger(conn, service_id, &initial.token).await?;
-                        Ok(then
-                            .write(conn, service_id, initial.token.as_bytes())
-                            .await?)
+                        let swap = Swap {
+                            statement: claim_statement(initial, &self.writer_id),
+                            service_id,
+                            token: &initial.token,
+                            graph_run,
+                        };
+                        swap.then(conn, then).await
                     })
                     .await;
                 match outcome {
@@ -298,18 +292,9 @@ fn with_row<'a>(
 
 /// Records `token` as the monitor's newest committed snapshot, inside the
 /// transaction that commits it, so a loader can tell a replayed older row
-/// from the newest one.
-async fn record_in_ledger(
-    conn: &mut diesel_async::AsyncPgConnection,
-    service_id: Uuid,
-    token: &FencingToken,
-) -> diesel::QueryResult<usize> {
-    ledger_statement(service_id, token).execute(conn).await
-}
-
-/// The statement of [`record_in_ledger`]. Every commit runs it: a constant
-/// text each connection prepares once (diesel never caches an upsert).
-fn ledger_statement(service_id: Uuid, token: &FencingToken) -> StaticSql<'_> {
+/// from the newest one. Every commit runs it: a constant text each
+/// connection prepares once (diesel never caches an upsert).
+pub(super) fn ledger_statement(service_id: Uuid, token: &FencingToken) -> StaticSql<'_> {
     use diesel::sql_types::{Bytea, Uuid as SqlUuid};
     static_sql(
         "INSERT INTO radar_checkpoint_ledger (service_id, sequence, signature) VALUES ($1, 1, $2) \

@@ -3,15 +3,16 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use super::{
     CheckpointStore, LossReason, NotCommitted, OwnershipLost, WriteKind, WriteOutcome,
-    record_in_ledger,
+    ledger_statement,
 };
 use crate::snapshot::{FencingToken, SealedSnapshot};
 use crate::store::{
+    cached::StaticSql,
     checkout,
     evidence::{AlarmReconciliation, PendingResults, close_orphaned_alarms, insert_results},
     fence::Fence,
@@ -118,16 +119,13 @@ impl CheckpointWriter {
                 let outcome = conn
                     .transaction::<_, TxError, _>(async |conn| {
                         let update = super::replace_statement(next, &store.writer_id, &accepted);
-                        if update.execute(conn).await? == 0 {
-                            return Err(TxError::Refused);
-                        }
-                        if self.graph_run && generation_failed(conn, self.service_id).await? {
-                            return Err(TxError::RunFailed);
-                        }
-                        record_in_ledger(conn, self.service_id, &next.token).await?;
-                        Ok(then
-                            .write(conn, self.service_id, next.token.as_bytes())
-                            .await?)
+                        let swap = Swap {
+                            statement: update,
+                            service_id: self.service_id,
+                            token: &next.token,
+                            graph_run: self.graph_run,
+                        };
+                        swap.then(conn, then).await
                     })
                     .await;
                 Ok(outcome)
@@ -245,14 +243,74 @@ impl CheckpointWriter {
 pub(super) trait HeldWrite: Send {
     type Output: Send;
 
+    /// Sends its statements on `conn` when first polled, after those of
+    /// every future polled before it (see [`Swap::then`]).
     fn write<'c>(
         self,
-        conn: &'c mut diesel_async::AsyncPgConnection,
+        conn: &'c AsyncPgConnection,
         service_id: Uuid,
         held: &'c [u8],
     ) -> impl Future<Output = Result<Self::Output, diesel::result::Error>> + Send + 'c
     where
         Self: 'c;
+}
+
+/// The compare-and-swap that opens every fenced transaction which writes a
+/// snapshot (a claim's insert or a checkpoint's conditional update), and
+/// what follows it under the new signature.
+pub(super) struct Swap<'a> {
+    /// Affects the snapshot row only if this writer may write it.
+    pub(super) statement: StaticSql<'a>,
+    pub(super) service_id: Uuid,
+    pub(super) token: &'a FencingToken,
+    /// Also check, under the row lock, that the graph run has not failed.
+    pub(super) graph_run: bool,
+}
+
+impl Swap<'_> {
+    /// Runs the swap, the graph run's check, the ledger entry and `then`
+    /// inside the caller's transaction, in that order, as one pipeline: all
+    /// are sent before the first reply is read (one round trip instead of
+    /// one per statement; each commit is a few round trips, at thousands of
+    /// starts a second of PostgreSQL's CPU, BENCHMARKS.md section 6, round
+    /// 19). PostgreSQL runs them one after the other in the order sent, so
+    /// each still runs under the row lock the swap took. A refused swap
+    /// (nothing affected) or a failed run rolls the whole transaction back,
+    /// including what the later statements did; the first statement's
+    /// failure is the one reported.
+    pub(super) async fn then<W: HeldWrite>(
+        self,
+        conn: &AsyncPgConnection,
+        then: W,
+    ) -> Result<W::Output, TxError> {
+        let Self {
+            statement,
+            service_id,
+            token,
+            graph_run,
+        } = self;
+        let mut shared = conn;
+        let swapped = statement.execute(&mut shared);
+        let failed = async move {
+            match graph_run {
+                true => generation_failed(conn, service_id).await.map(Some),
+                false => Ok(None),
+            }
+        };
+        let ledger = ledger_statement(service_id, token).execute(&mut shared);
+        let written = then.write(conn, service_id, token.as_bytes());
+        // `join4` polls in argument order: the order the statements are sent.
+        let (swapped, failed, ledger, written) =
+            futures_util::future::join4(swapped, failed, ledger, written).await;
+        if swapped? == 0 {
+            return Err(TxError::Refused);
+        }
+        if failed? == Some(true) {
+            return Err(TxError::RunFailed);
+        }
+        ledger?;
+        Ok(written?)
+    }
 }
 
 /// A background batch of results.
@@ -263,7 +321,7 @@ impl HeldWrite for EvidenceBatch<'_> {
 
     fn write<'c>(
         self,
-        conn: &'c mut diesel_async::AsyncPgConnection,
+        conn: &'c AsyncPgConnection,
         service_id: Uuid,
         held: &'c [u8],
     ) -> impl Future<Output = Result<(), diesel::result::Error>> + Send + 'c
@@ -284,7 +342,7 @@ impl HeldWrite for CloseOrphanedAlarms {
 
     fn write<'c>(
         self,
-        conn: &'c mut diesel_async::AsyncPgConnection,
+        conn: &'c AsyncPgConnection,
         service_id: Uuid,
         held: &'c [u8],
     ) -> impl Future<Output = Result<AlarmReconciliation, diesel::result::Error>> + Send + 'c
@@ -324,7 +382,7 @@ async fn lock_held_signature(
 /// snapshot row is locked: as a statement of its own it sees a failure
 /// record that committed while this transaction waited for the lock.
 pub(super) async fn generation_failed(
-    conn: &mut diesel_async::AsyncPgConnection,
+    mut conn: &AsyncPgConnection,
     service_id: Uuid,
 ) -> Result<bool, diesel::result::Error> {
     use crate::store::schema::graph_runs;
@@ -333,6 +391,6 @@ pub(super) async fn generation_failed(
             .filter(graph_runs::service_id.eq(service_id))
             .filter(graph_runs::status.eq("failed")),
     ))
-    .get_result(conn)
+    .get_result(&mut conn)
     .await
 }
