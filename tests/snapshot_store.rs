@@ -925,3 +925,56 @@ async fn a_refused_first_checkpoint_or_claim_changes_nothing_the_pipeline_sent_a
     );
     assert_eq!(fx.row_signature().await.unwrap(), a.token().as_bytes());
 }
+
+/// Starting monitors read their snapshots together: each gets its own row,
+/// with its ledger entry, exactly as a read alone returns it, and a monitor
+/// without a snapshot gets none, however many read at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_read_together_answer_each_monitor_as_a_read_alone_would() {
+    let fx = fixture("batched_reads").await;
+    let services = Services::new(fx.pool.clone());
+    let store = fx.store("worker-a");
+    let mut ids = vec![fx.service_id];
+    committed(
+        fx.claim("worker-a")
+            .await
+            .checkpoint(&fx.sealed(1, at(1)), &PendingResults::default())
+            .await,
+    );
+    for i in 0..3 {
+        let mut config = MonitorConfig::from_toml(PUMP).unwrap();
+        config.name = format!("batched-{i}");
+        let id = services.create(&config).await.unwrap();
+        ids.push(id);
+        if i < 2 {
+            let binding = SnapshotBinding::for_monitor(id, &config);
+            let sealed = seal(&binding, &ManagedState::default(), at(i), &key()).unwrap();
+            assert!(matches!(store.claim(&sealed).await.unwrap(), Claim::Won(_)));
+        }
+    }
+    let mut alone = Vec::new();
+    for id in &ids {
+        let row = store.load_snapshot(*id).await.unwrap();
+        alone.push(row.map(|r| (r.service_id(), r.signature().to_vec(), r.ledger_sequence())));
+    }
+    assert_eq!(alone.iter().filter(|r| r.is_none()).count(), 1);
+    assert_eq!(alone[0].as_ref().and_then(|r| r.2), Some(2));
+
+    let (reads, reader) = store::SnapshotReads::new(store.clone());
+    let reading = tokio::spawn(reader.run());
+    let many: Vec<Uuid> = (0..4 * store::MAX_READS_PER_STATEMENT)
+        .map(|i| ids[i % ids.len()])
+        .collect();
+    let answers = futures_util::future::try_join_all(many.iter().map(|id| reads.read(*id)))
+        .await
+        .unwrap();
+    for (id, answer) in many.iter().zip(answers) {
+        let i = ids.iter().position(|x| x == id).unwrap();
+        let answer = answer.map(|r| (r.service_id(), r.signature().to_vec(), r.ledger_sequence()));
+        assert_eq!(answer, alone[i], "monitor {id}");
+    }
+    let together = store.load_snapshots(&ids).await.unwrap();
+    assert_eq!(together.len(), 3, "one entry per stored snapshot");
+    drop(reads);
+    reading.await.unwrap();
+}

@@ -40,8 +40,8 @@ use diesel_async::{
 };
 
 pub use checkpoints::{
-    CheckpointStore, CheckpointWriter, Claim, LossReason, NotCommitted, OwnershipLost, WriteKind,
-    WriteOutcome,
+    CheckpointStore, CheckpointWriter, Claim, LossReason, MAX_READS_PER_STATEMENT, NotCommitted,
+    OwnershipLost, SnapshotReader, SnapshotReads, WriteKind, WriteOutcome,
 };
 pub use error::StoreError;
 pub use evidence::{AlarmReconciliation, AlarmRecord, EvidenceRecord, PendingResults};

@@ -22,7 +22,7 @@ use radar::{
     snapshot::CheckpointKey,
     store::{
         self, CheckpointStore, GraphStore, Heartbeats, MonitorHead, MonitorRow, Services,
-        StoreError,
+        SnapshotReads, StoreError,
     },
     telemetry::Telemetry,
 };
@@ -51,6 +51,8 @@ pub struct WorkerContext {
     pub key: Arc<CheckpointKey>,
     /// `None` when database writes are disabled.
     pub store: Option<CheckpointStore>,
+    /// Where starting monitors read their snapshots, gathered (with `store`).
+    pub snapshots: Option<SnapshotReads>,
     /// Every monitor's health beat, driven together, and its periodic
     /// status written together (with `store`).
     pub heartbeats: HealthBeats,
@@ -163,6 +165,11 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
         actix_rt::spawn(flusher.run());
         heartbeats
     });
+    let snapshots = setup.store.clone().map(|store| {
+        let (reads, reader) = SnapshotReads::new(store);
+        actix_rt::spawn(reader.run());
+        reads
+    });
     let (heartbeats, driver) = HealthBeats::new(batch);
     actix_rt::spawn(driver);
     let (model_ticks, ticker) = ModelTicks::new();
@@ -172,6 +179,7 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
         worker_id: setup.worker_id,
         key: setup.key,
         store: setup.store,
+        snapshots,
         heartbeats,
         model_ticks,
         monitors: setup.monitors,

@@ -12,6 +12,7 @@
 //! nothing is read or written and the monitor starts fresh.
 
 mod outcome;
+mod reads;
 mod writer;
 
 use std::{fmt, time::Duration};
@@ -22,6 +23,7 @@ use diesel_async::{AsyncConnection, RunQueryDsl};
 use uuid::Uuid;
 
 pub use self::outcome::{Claim, LossReason, NotCommitted, OwnershipLost, WriteKind, WriteOutcome};
+pub use self::reads::{MAX_READS_PER_STATEMENT, SnapshotReader, SnapshotReads};
 pub use self::writer::CheckpointWriter;
 use self::writer::{CloseOrphanedAlarms, EvidenceBatch, HeldWrite, Swap, TxError};
 use super::evidence::{AlarmReconciliation, PendingResults};

@@ -42,12 +42,13 @@ pub(super) async fn load(
 ) -> Result<(MonitorCore, Option<FencingToken>), ExitReason> {
     let id = row.id;
     let now = Utc::now();
-    let stored = store
-        .load_snapshot(id)
-        .await
-        .map_err(|e| ExitReason::Failed {
-            error: format!("reading the snapshot of monitor {id}: {e}"),
-        })?;
+    let read = match &worker.snapshots {
+        Some(snapshots) => snapshots.read(id).await,
+        None => store.load_snapshot(id).await,
+    };
+    let stored = read.map_err(|e| ExitReason::Failed {
+        error: format!("reading the snapshot of monitor {id}: {e}"),
+    })?;
     let opened = stored.as_ref().map(|s| s.open(binding, &worker.key));
     let reason = match StartPlan::from_load(opened) {
         StartPlan::Fresh => {
