@@ -50,9 +50,20 @@ impl ModelThread {
     /// descriptors; the fifth is its MQTT connection), and its ticks come
     /// from the worker's one timer (`ModelTicks`; a time driver would cost
     /// each monitor a timer wheel).
-    fn spawn() -> std::io::Result<Self> {
-        Arbiter::try_with_tokio_rt(|| tokio::runtime::Builder::new_current_thread().build())
-            .map(Self)
+    ///
+    /// Actix blocks the spawning thread until the new one runs; the spawn
+    /// is made from the runtime's blocking pool, so that wait never holds
+    /// up the worker's thread, which drives every other monitor's start
+    /// (BENCHMARKS.md section 6, round 19).
+    async fn spawn() -> std::io::Result<Self> {
+        let system = actix::System::current();
+        tokio::task::spawn_blocking(move || {
+            actix::System::set_current(system);
+            Arbiter::try_with_tokio_rt(|| tokio::runtime::Builder::new_current_thread().build())
+                .map(Self)
+        })
+        .await
+        .map_err(std::io::Error::other)?
     }
 }
 
@@ -181,7 +192,7 @@ async fn start_once(
         model_thread,
         model_rx,
         checkpoint_rx,
-    } = start_actors(&worker, core, binding, first, &monitor, &metrics, &span)?;
+    } = start_actors(&worker, core, binding, first, &monitor, &metrics, &span).await?;
     let reporter = checkpoint_before_subscribing(&running, outcome).await?;
     let ingestion = subscribe(&worker, id, &config, &running)?;
     running.model.do_send(AttachInput {

@@ -62,6 +62,17 @@ pub(super) async fn restore_or_start_fresh(
     }
 }
 
+/// The monitor's own model thread.
+async fn spawn_model_thread() -> Result<ModelThread, ExitReason> {
+    ModelThread::spawn()
+        .await
+        .map_err(|e| ExitReason::StartupFailed {
+            reason: format!(
+                "could not start the monitor's model thread: {e}; the worker may be out of threads or file descriptors (see its RLIMIT_NOFILE)"
+            ),
+        })
+}
+
 /// The actors a start got running, and the views they publish.
 pub(super) struct Actors {
     pub(super) running: Running,
@@ -73,7 +84,7 @@ pub(super) struct Actors {
 /// Starts the model actor on the monitor's own thread and the checkpoint
 /// actor, each with the other's address; the checkpoint actor's first write
 /// is `first`. Nothing runs if the model's thread cannot start.
-pub(super) fn start_actors(
+pub(super) async fn start_actors(
     worker: &WorkerContext,
     core: MonitorCore,
     binding: SnapshotBinding,
@@ -84,6 +95,7 @@ pub(super) fn start_actors(
 ) -> Result<Actors, ExitReason> {
     // The checkpoint actor's address exists before it runs: the model
     // reports to it, and it reports commits to the model.
+    let model_thread = spawn_model_thread().await?;
     let id = core.service_id();
     let checkpoint_ctx = Context::<CheckpointActor>::new();
     let checkpoint = checkpoint_ctx.address();
@@ -105,11 +117,6 @@ pub(super) fn start_actors(
         ticks: worker.model_ticks.clone(),
         span: span.clone(),
     };
-    let model_thread = ModelThread::spawn().map_err(|e| ExitReason::StartupFailed {
-        reason: format!(
-            "could not start the monitor's model thread: {e}; the worker may be out of threads or file descriptors (see its RLIMIT_NOFILE)"
-        ),
-    })?;
     // Built here, moved to the model thread as a small value (ModelActor::new).
     let actor = ModelActor::new(setup);
     let model = ModelActor::start_in_arbiter(&model_thread.0.handle(), move |_| actor);
