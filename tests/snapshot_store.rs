@@ -977,4 +977,11 @@ async fn snapshots_read_together_answer_each_monitor_as_a_read_alone_would() {
     assert_eq!(together.len(), 3, "one entry per stored snapshot");
     drop(reads);
     reading.await.unwrap();
+
+    // With its reader gone (a worker shutting down), a read is made alone.
+    let (orphaned, reader) = store::SnapshotReads::new(store.clone());
+    drop(reader);
+    let row = orphaned.read(ids[0]).await.unwrap();
+    let row = row.map(|r| (r.service_id(), r.signature().to_vec(), r.ledger_sequence()));
+    assert_eq!(row, alone[0]);
 }
