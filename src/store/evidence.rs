@@ -63,9 +63,9 @@ const ROWS_PER_STATEMENT: usize = 1000;
 
 /// Writes results under `writer_signature`, inside the caller's
 /// transaction. A frame or alarm already stored is not duplicated; an alarm
-/// seen again takes its newer close time and peak. The statements (rows of
-/// different statements never overlap) are pipelined: all are sent when the
-/// future is first polled, after whatever the caller sent before.
+/// seen again takes its newer close time and peak. The statements are
+/// pipelined: all are sent when the future is first polled, after whatever
+/// the caller sent before.
 pub(super) async fn insert_results(
     mut conn: &AsyncPgConnection,
     service_id: Uuid,

@@ -15,7 +15,7 @@ mod outcome;
 mod reads;
 mod writer;
 
-use std::{fmt, time::Duration};
+use std::{collections::HashMap, fmt, time::Duration};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -80,19 +80,34 @@ impl CheckpointStore {
         &self,
         service_id: Uuid,
     ) -> Result<Option<StoredSnapshot>, StoreError> {
+        let mut found = self.load_snapshots(&[service_id]).await?;
+        Ok(found.remove(&service_id))
+    }
+
+    /// The rows of `ids` (those that have one), in one statement, each with
+    /// the ledger's record of its newest commit.
+    pub async fn load_snapshots(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, StoredSnapshot>, StoreError> {
         self.bounded(async {
             let mut conn = checkout(&self.pool).await?;
             let found = rows::table
-                .find(service_id)
+                .filter(rows::service_id.eq_any(ids))
                 .left_join(ledger::table.on(ledger::service_id.eq(rows::service_id)))
                 .select((
                     SnapshotColumns::as_select(),
                     (ledger::sequence, ledger::signature).nullable(),
                 ))
-                .first::<(SnapshotColumns, Option<LedgerEntry>)>(&mut conn)
-                .await
-                .optional()?;
-            Ok(found.map(|(columns, newest)| StoredSnapshot::new(columns, newest)))
+                .load::<(SnapshotColumns, Option<LedgerEntry>)>(&mut conn)
+                .await?;
+            Ok(found
+                .into_iter()
+                .map(|(columns, newest)| {
+                    let stored = StoredSnapshot::new(columns, newest);
+                    (stored.service_id(), stored)
+                })
+                .collect())
         })
         .await
     }

@@ -10,26 +10,18 @@
 //! not answered with one shared error: each of its monitors then reads
 //! its own row, as it would have alone, and gets its own answer.
 
-use std::collections::HashMap;
-
-use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::CheckpointStore;
-use crate::store::{
-    StoreError, checkout,
-    schema::{radar_checkpoint_ledger as ledger, radar_runtime_checkpoints as rows},
-    stored::{LedgerEntry, SnapshotColumns, StoredSnapshot},
-};
+use crate::store::{StoreError, stored::StoredSnapshot};
 
 /// Monitors read by one statement at most (the worker starts 64 at once).
 pub const MAX_READS_PER_STATEMENT: usize = 64;
 
 /// A batch's answer to one monitor: its row (or none), or "the batch
 /// failed: read alone".
-type Answer = Option<Result<Option<StoredSnapshot>, ()>>;
+type Answer = Result<Option<StoredSnapshot>, ()>;
 
 struct Request {
     service_id: Uuid,
@@ -72,7 +64,7 @@ impl SnapshotReads {
         let (reply, answer) = oneshot::channel();
         let request = Request { service_id, reply };
         if self.requests.send(request).is_ok()
-            && let Ok(Some(Ok(found))) = answer.await
+            && let Ok(Ok(found)) = answer.await
         {
             return Ok(found);
         }
@@ -96,41 +88,11 @@ impl SnapshotReader {
                     Ok(found) => Ok(found.get(&request.service_id).cloned()),
                     Err(_) => Err(()),
                 };
-                let _ = request.reply.send(Some(answer));
+                let _ = request.reply.send(answer);
             }
             if let Err(e) = found {
                 tracing::warn!(error = %e, monitors = ids.len(), "Reading a batch of snapshots failed; each monitor reads its own.");
             }
         }
-    }
-}
-
-impl CheckpointStore {
-    /// The stored snapshots of `ids` (those that have one), in one
-    /// statement, each with its ledger entry.
-    pub async fn load_snapshots(
-        &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, StoredSnapshot>, StoreError> {
-        self.bounded(async {
-            let mut conn = checkout(&self.pool).await?;
-            let found = rows::table
-                .filter(rows::service_id.eq_any(ids))
-                .left_join(ledger::table.on(ledger::service_id.eq(rows::service_id)))
-                .select((
-                    SnapshotColumns::as_select(),
-                    (ledger::sequence, ledger::signature).nullable(),
-                ))
-                .load::<(SnapshotColumns, Option<LedgerEntry>)>(&mut conn)
-                .await?;
-            Ok(found
-                .into_iter()
-                .map(|(columns, newest)| {
-                    let stored = StoredSnapshot::new(columns, newest);
-                    (stored.service_id(), stored)
-                })
-                .collect())
-        })
-        .await
     }
 }
