@@ -6,6 +6,8 @@
 //! - `conformal`: threshold and p-values from the calibration scores.
 //! - `change`: readings scored on their changes (innovations of a
 //!   local-level predictor), for readings whose level drifts.
+//! - `stuck`: every reading's current run of repeated values against a
+//!   Markov model of its repeats (a frozen sensor).
 //! - `alarm`: the k-of-n open / m-normal close rule and its events.
 //! - `health`: recent flag rate and score drift.
 //! - `state`: the phases and the whole serializable detector.
@@ -22,6 +24,9 @@ mod pca;
 mod robust;
 mod settings;
 mod state;
+mod stuck;
+#[cfg(test)]
+mod stuck_tests;
 #[cfg(test)]
 mod tests;
 
@@ -35,6 +40,7 @@ pub use pca::{FrameScore, PcaModel};
 pub use robust::{RobustScaler, ScaleSource};
 pub use settings::{AlarmRule, DetectorSettings, LevelTracking};
 pub use state::{Detector, DetectorError, Phase};
+pub use stuck::{StuckChannel, StuckSettings};
 
 /// Version of the numbers this detector produces; part of the snapshot
 /// envelope. Bump it whenever a change could alter a score, threshold or

@@ -51,12 +51,17 @@ pub struct Scored {
     /// This frame's own score before smoothing.
     pub raw_score: f64,
     pub threshold: f64,
-    /// The level model's conformal p-value or, with change readings, the
-    /// Bonferroni combination `min(1, 2 min(p_level, p_change))`.
+    /// The level model's conformal p-value or, with change readings or the
+    /// stuck-value channel, the Bonferroni combination over the channels
+    /// (`min(1, 2 min(p_level, p_change))` with change readings alone).
     pub p_value: f64,
     /// With change readings: the change score and its threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<(f64, f64)>,
+    /// With the stuck-value channel: the frame's surprise (`-ln` of the
+    /// smallest run p-value) and its threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<(f64, f64)>,
     pub flagged: bool,
     /// Whether an alarm is open after this frame.
     pub alarm_open: bool,
@@ -70,14 +75,14 @@ pub struct Scored {
 
 impl Scored {
     /// How far the frame is beyond the alarm line: the score over its
-    /// threshold, or with change readings the larger of that and the change
-    /// score over its threshold. Above 1 exactly when `flagged`.
+    /// threshold, or the largest such ratio over the channels (change,
+    /// stuck). Above 1 exactly when `flagged`.
     pub fn alarm_ratio(&self) -> f64 {
         let level = self.score / self.threshold;
-        match self.change {
-            Some((score, threshold)) => level.max(score / threshold),
-            None => level,
-        }
+        self.change
+            .iter()
+            .chain(&self.stuck)
+            .fold(level, |r, (score, threshold)| r.max(score / threshold))
     }
 }
 

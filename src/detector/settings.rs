@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ChangeSettings;
+use super::{ChangeSettings, StuckSettings};
 use crate::config::FieldError;
 
 /// How the detector trains, calibrates and raises alarms. Every field is part
@@ -50,6 +50,13 @@ pub struct DetectorSettings {
     /// Monitored frames between two model-health refreshes.
     #[serde(default = "default_health_refresh_frames")]
     pub health_refresh_frames: usize,
+    /// Watch every reading for a value repeated longer than it plausibly
+    /// is (absent: not watched). See `stuck`. Left out of the encoding
+    /// when absent, so monitors without it keep their fingerprints and
+    /// snapshots their bytes; the last field, so a positional encoding
+    /// without it is the same array one shorter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<StuckSettings>,
 }
 
 fn default_explained_variance() -> f64 {
@@ -118,6 +125,7 @@ impl Default for DetectorSettings {
             change: None,
             health_window: default_health_window(),
             health_refresh_frames: default_health_refresh_frames(),
+            stuck: None,
         }
     }
 }
@@ -139,6 +147,9 @@ impl DetectorSettings {
                     ),
                 ));
             }
+        }
+        if let Some(stuck) = &self.stuck {
+            errors.extend(stuck.validate(&field));
         }
         let at_least_one = [
             ("health_window", self.health_window),

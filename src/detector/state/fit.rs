@@ -1,12 +1,13 @@
 //! The fit: once the training and calibration frames are in, the level
 //! model (robust spread, feature state, principal components, conformal
-//! threshold) and the change channels are fitted from them, and the kept
+//! threshold), the change channels and the stuck-value channel are fitted
+//! from them, and the kept
 //! frames are dropped. A pure function of those frames and the settings,
 //! so a restored detector fits exactly as the original would have.
 
 use super::{Detector, Fitted, Phase, ewma};
 use crate::detector::{
-    Calibration, ChangeChannels, Features, PcaModel, RobustScaler, pca::Scratch,
+    Calibration, ChangeChannels, Features, PcaModel, RobustScaler, StuckChannel, pca::Scratch,
 };
 
 impl Detector {
@@ -54,12 +55,18 @@ impl Detector {
                 &self.calibration,
             )
         });
+        let stuck = self
+            .settings
+            .stuck
+            .as_ref()
+            .map(|settings| StuckChannel::fit(settings, &self.training, &self.calibration));
         self.fitted = Some(Fitted {
             features,
             model,
             calibration,
             smoothed,
             change,
+            stuck,
             scratch: Scratch::default(),
         });
         self.training = Vec::new();

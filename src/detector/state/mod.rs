@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     AlarmState, Calibration, ChangeChannels, DetectorSettings, Evidence, Features, HealthWindow,
-    ModelHealth, Outcome, PcaModel, Rejection, Scored,
+    ModelHealth, Outcome, PcaModel, Rejection, Scored, StuckChannel,
     change::{contributions, pick_level},
     pca::Scratch,
 };
@@ -81,6 +81,11 @@ struct Fitted {
     /// The moving average of scores, carried from calibration into monitoring.
     smoothed: Option<f64>,
     change: Option<ChangeChannels>,
+    /// Left out of the encoding when absent, so snapshots of detectors
+    /// without it are the bytes they were (the last encoded field, so a
+    /// positional encoding stays one element shorter, not shifted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stuck: Option<StuckChannel>,
     #[serde(skip)]
     scratch: Scratch,
 }
@@ -278,6 +283,14 @@ impl Detector {
                 (score, change.calibration.threshold),
             )
         });
+        let stuck = fitted.stuck.as_mut().map(|stuck| {
+            let surprise = stuck.observe(&frame.values);
+            (
+                stuck.flags(surprise),
+                stuck.p_value(surprise),
+                (surprise, stuck.threshold),
+            )
+        });
         let raw_score = fitted.model.combine(t2, spe);
         let score = ewma(fitted.smoothed, raw_score, self.settings.score_smoothing);
         fitted.smoothed = Some(score);
@@ -286,15 +299,16 @@ impl Detector {
         // for the health window's key.
         let below = fitted.calibration.rank(score);
         let level_p = fitted.calibration.p_value_of_rank(below);
-        let (p_value, flagged) = match change {
-            None => (level_p, fitted.calibration.flags(score)),
-            // Bonferroni over the two channels: the frame is flagged when
-            // either crosses its threshold.
-            Some((change_flagged, change_p, _)) => (
-                (2.0 * level_p.min(change_p)).min(1.0),
-                fitted.calibration.flags(score) || change_flagged,
-            ),
-        };
+        // The frame is flagged when any channel crosses its threshold;
+        // the p-value is their Bonferroni combination.
+        let (mut p_value, mut flagged, mut channels) =
+            (level_p, fitted.calibration.flags(score), 1.0);
+        for (channel_flagged, channel_p, _) in change.iter().chain(&stuck) {
+            p_value = p_value.min(*channel_p);
+            flagged |= *channel_flagged;
+            channels += 1.0;
+        }
+        let p_value = (channels * p_value).min(1.0);
         let alarm_event = self.alarm.observe(frame.ts, flagged, score);
         self.monitored_frames += 1;
         self.health_window
@@ -328,6 +342,7 @@ impl Detector {
             threshold,
             p_value,
             change: change.map(|(_, _, c)| c),
+            stuck: stuck.map(|(_, _, s)| s),
             flagged,
             alarm_open: self.alarm.is_open(),
             evidence,
