@@ -206,8 +206,9 @@ fn shipped_skab_monitor_beats_the_published_pca_and_conv_ae_results() {
         pooled.mar()
     );
     // In-sample (the configuration was chosen looking at these files):
-    // 0.849 at 8.0% when this was written (0.855 at 7.4% before the change
-    // channels scored the four drifting readings).
+    // 0.849 at 8.2% when this was written (8.0% before the stuck-value
+    // channel, 0.855 at 7.4% before the change channels scored the four
+    // drifting readings).
     assert!(pooled.f1() > 0.84, "pooled F1 {:.3}", pooled.f1());
     assert!(
         pooled.far() < 0.085,
@@ -331,15 +332,16 @@ fn leave_one_experiment_out_over_valve1_stays_near_the_in_sample_figure() {
         "the selection rule picks {} over the shipped settings",
         candidates[chosen].0
     );
-    // 0.877 at 13.5% when this was written (the rule chose the shipped
-    // settings for every held-out file).
+    // 0.877 at 14.1% when this was written (13.5% before the stuck-value
+    // channel: its flags on valve1/7's long flow runs; the rule chose the
+    // shipped settings for every held-out file).
     assert!(
         held_out.f1() > 0.87,
         "held-out pooled F1 {:.3}",
         held_out.f1()
     );
     assert!(
-        held_out.far() < 0.14,
+        held_out.far() < 0.145,
         "held-out pooled FAR {:.3}",
         held_out.far()
     );
@@ -455,6 +457,7 @@ fn synthetic_faults_in_the_fault_free_run_are_found_on_every_reading_that_can_sh
     let mut weakest_scored: f64 = 1.0;
     let mut weakest_step_or_ramp: f64 = 1.0;
     let mut weakest_change: f64 = 1.0;
+    let mut weakest_stuck: f64 = 1.0;
     for reading in config.readings.iter().map(|r| r.name.as_str()) {
         let Some(col) = columns.iter().position(|c| *c == reading) else {
             panic!("anomaly-free.csv has no column {reading}");
@@ -506,6 +509,9 @@ fn synthetic_faults_in_the_fault_free_run_are_found_on_every_reading_that_can_sh
             if scored.contains(&reading) && (fault == "step" || fault == "ramp") {
                 weakest_step_or_ramp = weakest_step_or_ramp.min(rate);
             }
+            if fault == "stuck" {
+                weakest_stuck = weakest_stuck.min(rate);
+            }
             if change.contains(&reading) && (fault == "variance" || fault == "impulses") {
                 weakest_change = weakest_change.min(rate);
             }
@@ -518,8 +524,14 @@ fn synthetic_faults_in_the_fault_free_run_are_found_on_every_reading_that_can_sh
     // start with its own 300 training rows, as every SKAB experiment is:
     // the honest estimate of the false-alarm rate on unseen experiments),
     // every step and ramp on a level reading found in at least 5 of 6 runs,
-    // added noise and impulses on every change reading in 6 of 6.
+    // added noise and impulses on every change reading in 6 of 6, and a
+    // reading stuck at its value in 6 of 6 on every reading (the
+    // stuck-value channel; 0 to 3 of 6 without it).
     assert!(clean_far < 0.20, "clean false-alarm rate {clean_far:.3}");
+    assert!(
+        weakest_stuck >= 5.0 / 6.0,
+        "a stuck reading was found in only {weakest_stuck:.3} of runs"
+    );
     assert!(
         weakest_step_or_ramp >= 5.0 / 6.0,
         "a step or ramp on a level reading was found in only {weakest_step_or_ramp:.3} of runs"
