@@ -233,6 +233,37 @@ fn without_the_stuck_channel_nothing_is_encoded_for_it() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
+    /// Any finite input, with values from a small alphabet so that runs of
+    /// every length occur: the surprise is finite and non-negative, its
+    /// p-value a probability above 0, and the run's surprise never falls
+    /// while the run grows.
+    #[test]
+    fn the_surprise_is_finite_and_grows_with_the_run_on_any_input(
+        fitting in proptest::collection::vec(proptest::collection::vec(0u8..3, 2), 2..120),
+        monitored in proptest::collection::vec(proptest::collection::vec(0u8..3, 2), 1..200),
+        scale in proptest::num::f64::NORMAL,
+        rate in 0.0001f64..0.5,
+    ) {
+        let row = |r: &Vec<u8>| -> Vec<f64> { r.iter().map(|&v| f64::from(v) * scale).collect() };
+        let fitting: Vec<Vec<f64>> = fitting.iter().map(row).collect();
+        let (training, calibration) = fitting.split_at(fitting.len() / 2);
+        let mut channel = StuckChannel::fit(&settings(rate), training, calibration);
+        prop_assert!(channel.threshold.is_finite() && channel.threshold > 0.0);
+        let mut previous: Option<(Vec<f64>, f64)> = None;
+        for values in monitored.iter().map(row) {
+            let surprise = channel.observe(&values);
+            prop_assert!(surprise.is_finite() && surprise >= 0.0, "{}", surprise);
+            let p = channel.p_value(surprise);
+            prop_assert!(p > 0.0 && p <= 1.0, "{}", p);
+            if let Some((last, before)) = &previous
+                && *last == values
+            {
+                prop_assert!(surprise >= *before, "{} after {}", surprise, before);
+            }
+            previous = Some((values, surprise));
+        }
+    }
+
     #[test]
     fn a_detector_with_the_stuck_channel_restores_bit_identically_at_any_frame(
         seed in any::<u64>(),
