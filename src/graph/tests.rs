@@ -545,3 +545,30 @@ fn a_detector_node_scores_the_input_nodes_its_change_readings_name() {
     // 10 training and 20 calibration frames, then every frame is scored.
     assert_eq!(scored, 50);
 }
+
+#[test]
+fn a_detector_node_watches_for_stuck_values_when_its_params_say_so() {
+    let with_stuck = |rate: f64| {
+        let mut graph = small(None);
+        node_mut(&mut graph, "det")["params"]["stuck"] = json!({"false_alarm_rate": rate});
+        graph
+    };
+    assert_eq!(
+        rejected_fields(with_stuck(1.5)),
+        vec!["nodes.det.params.stuck.false_alarm_rate"]
+    );
+    let mut executor = GraphExecutor::new(compiled(with_stuck(0.01))).unwrap();
+    let mut watched = 0;
+    for i in 0..80 {
+        let report;
+        (executor, report) = advance(executor, i);
+        watched += report
+            .detectors
+            .iter()
+            .filter_map(|d| d.scored.as_ref())
+            .filter(|s| s.stuck.is_some())
+            .count();
+    }
+    // Every scored frame carries the stuck channel's figures.
+    assert_eq!(watched, 50);
+}
