@@ -172,12 +172,34 @@ fn backtest(h: &Harness, model: (&str, &str), rows: &[(i64, [f64; 2])]) -> (Flag
 
 /// The test frames, 10 ms apart from now on.
 fn rows() -> Vec<(i64, [f64; 2])> {
+    timed(values())
+}
+
+/// `values`, 10 ms apart from now on.
+fn timed(values: Vec<[f64; 2]>) -> Vec<(i64, [f64; 2])> {
     let start = Utc::now().timestamp_millis();
-    values()
+    values
         .into_iter()
         .enumerate()
         .map(|(i, v)| (start + 10 * i as i64, v))
         .collect()
+}
+
+/// The frames of [`values`] without their shifts, and with `b` frozen at
+/// its value of frame 80 over the first anomalous stretch (a stuck
+/// sensor: its level is ordinary, only the repeats are not).
+fn frozen_values() -> Vec<[f64; 2]> {
+    let mut values = values();
+    let frozen = values[80][1];
+    for (i, v) in values.iter_mut().enumerate() {
+        if anomalous(i) {
+            v[0] -= 40.0;
+        }
+        if (80..92).contains(&i) {
+            v[1] = frozen;
+        }
+    }
+    values
 }
 
 /// Publishes `rows` as readings `a` and `b` under `prefix` to the running
@@ -248,6 +270,52 @@ async fn detect_gives_the_workers_scores_flags_and_alarms_on_the_same_frames() {
         backtest(&h, ("--config", &monitor), &rows),
         12,
         2..=2,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detect_gives_the_workers_stuck_value_flags_and_alarms_on_the_same_frames() {
+    let h = Harness::new("detect_matches_worker_stuck").await;
+    let stuck = "[detector.stuck]\nfalse_alarm_rate = 0.05";
+    let (id, prefix) = h.create_monitor_edited("stuck", |file, _| file.table(stuck));
+    let worker = h.spawn_worker("w-stuck", &[], &[]);
+    h.wait_status(id, START, "the monitor runs", |s| state(s) == "running")
+        .await;
+    let rows = timed(frozen_values());
+    let scored = worker_scores(&h, worker, id, &prefix, &rows).await;
+    let monitor = radar_testkit::monitor::two_readings_file("stuck", &prefix)
+        .table(stuck)
+        .to_toml();
+    // `b` frozen for 12 frames: each repeat is flagged (one repeat in 40
+    // fitting frames of continuous noise is already below 0.05 / 2) and
+    // an alarm opens on the stretch; the level model's own 5% adds a few
+    // flags elsewhere and at most one alarm of its own. The p-values
+    // compared bit for bit are the three-channel Bonferroni combination.
+    let frame = |ts: &i64| (ts - rows[0].0) / 10;
+    let repeats: Vec<i64> = scored
+        .0
+        .keys()
+        .map(frame)
+        .filter(|f| (80..92).contains(f))
+        .collect();
+    assert_eq!(
+        repeats,
+        (81..92).collect::<Vec<_>>(),
+        "every repeat of the frozen value is flagged"
+    );
+    assert!(
+        scored
+            .1
+            .iter()
+            .any(|(opened, _)| (81..92).contains(&frame(opened))),
+        "an alarm opens while `b` is frozen: {:?}",
+        scored.1
+    );
+    assert_same(
+        scored,
+        backtest(&h, ("--config", &monitor), &rows),
+        11,
+        1..=2,
     );
 }
 
