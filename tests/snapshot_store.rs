@@ -929,6 +929,101 @@ async fn a_refused_first_checkpoint_or_claim_changes_nothing_the_pipeline_sent_a
 /// Starting monitors read their snapshots together: each gets its own row,
 /// with its ledger entry, exactly as a read alone returns it, and a monitor
 /// without a snapshot gets none, however many read at once.
+/// A lock-waiting session of this database: its backend and when its
+/// statement started (a backend runs many statements).
+#[derive(Debug, Clone, PartialEq, diesel::QueryableByName)]
+struct Waiting {
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pid: i32,
+    #[diesel(sql_type = Text)]
+    started: String,
+}
+
+/// A batch of snapshot reads that fails (here its statement times out
+/// behind a lock) answers none of its monitors with that failure: each
+/// then reads its own row, as it would have alone.
+#[tokio::test]
+async fn after_a_failed_batch_each_monitor_reads_its_own_snapshot_alone() {
+    let fx = fixture("batched_reads_failed").await;
+    committed(
+        fx.claim("worker-a")
+            .await
+            .checkpoint(&fx.sealed(1, at(1)), &PendingResults::default())
+            .await,
+    );
+    let mut config = MonitorConfig::from_toml(PUMP).unwrap();
+    config.name = "never-checkpointed".to_string();
+    let other = Services::new(fx.pool.clone())
+        .create(&config)
+        .await
+        .unwrap();
+    let ids = [fx.service_id, other];
+    // The batch's statement gives up after 2 s; a lone read must not time
+    // out before the lock below is released (a few milliseconds after it
+    // starts waiting), even on a loaded machine.
+    let store = fx.store_bounded("worker-a", Duration::from_secs(2)).await;
+    let summary = |row: Option<store::StoredSnapshot>| {
+        row.map(|r| (r.service_id(), r.signature().to_vec(), r.ledger_sequence()))
+    };
+    let mut alone = Vec::new();
+    for id in ids {
+        alone.push(summary(store.load_snapshot(id).await.unwrap()));
+    }
+    assert!(alone[0].is_some() && alone[1].is_none());
+
+    // Reading the ledger waits while this session holds it.
+    let mut locker = fx.conn().await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE radar_checkpoint_ledger IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let (reads, reader) = store::SnapshotReads::new(store.clone());
+    let mut answers = Box::pin(futures_util::future::join_all(
+        ids.iter().map(|id| reads.read(*id)),
+    ));
+    // One poll queues both requests before the reader runs: one batch.
+    std::future::poll_fn(|cx| {
+        let _ = answers.as_mut().poll(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let reading = tokio::spawn(reader.run());
+    let waiting = async || -> Vec<Waiting> {
+        diesel::sql_query(
+            "SELECT pid, query_start::text AS started FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock' \
+             AND query LIKE '%radar_checkpoint_ledger%' AND query NOT LIKE '%LOCK TABLE%'",
+        )
+        .load::<Waiting>(&mut fx.conn().await)
+        .await
+        .unwrap()
+    };
+    let release = async {
+        let deadline = poll::within(Duration::from_secs(10)).every(poll::QUICK);
+        let batch = deadline
+            .wait_async("the batch waits for the ledger", async || {
+                let now = waiting().await;
+                if now.is_empty() { Err(now) } else { Ok(now) }
+            })
+            .await;
+        // Its statement times out; a statement that starts waiting after
+        // that is a monitor reading alone.
+        deadline
+            .wait_async("a monitor reads alone after the batch failed", async || {
+                let now = waiting().await;
+                poll::check(now.iter().any(|w| !batch.contains(w)), || now)
+            })
+            .await;
+        locker.batch_execute("COMMIT").await.unwrap();
+    };
+    let (answers, ()) = tokio::join!(answers, release);
+    for ((id, answer), expected) in ids.iter().zip(answers).zip(&alone) {
+        assert_eq!(&summary(answer.unwrap()), expected, "monitor {id}");
+    }
+    drop(reads);
+    reading.await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_read_together_answer_each_monitor_as_a_read_alone_would() {
     let fx = fixture("batched_reads").await;
