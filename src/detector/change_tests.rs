@@ -13,6 +13,14 @@ fn change(readings: &[&str], rate: f64) -> ChangeSettings {
         predictor_weight: 1.0,
         window_weight: 0.35,
         false_alarm_rate: rate,
+        hold_shifts: false,
+    }
+}
+
+fn holding(readings: &[&str], rate: f64) -> ChangeSettings {
+    ChangeSettings {
+        hold_shifts: true,
+        ..change(readings, rate)
     }
 }
 
@@ -24,9 +32,20 @@ struct Drifting {
     heavy: bool,
 }
 
+/// The walk's step deviation of [`Drifting::next`]. Over 50 frames it
+/// spreads more (4.5) than the noise of a lag difference (2), so its
+/// shifts are not held; `WANDER` spreads less (0.5): a vibration level
+/// rather than a temperature.
+const WALK: f64 = 0.3;
+const WANDER: f64 = 0.1;
+
 impl Drifting {
     fn next(&mut self, rng: &mut Rng) -> f64 {
-        self.level += 0.02 + 0.3 * rng.normal();
+        self.walk(rng, WALK)
+    }
+
+    fn walk(&mut self, rng: &mut Rng, step: f64) -> f64 {
+        self.level += 0.02 + step * rng.normal();
         let noise = if self.heavy {
             student_t3(rng)
         } else {
@@ -39,17 +58,28 @@ impl Drifting {
 /// Share of `frames` monitored frames whose change score crosses the
 /// threshold, for one seed.
 fn flag_rate(seed: u64, heavy: bool, rate: f64, frames: usize) -> f64 {
+    flag_rate_with(seed, heavy, frames, WALK, &change(&["a", "b"], rate))
+}
+
+/// [`flag_rate`] with readings whose walk steps by `walk` (`WALK` there),
+/// under `settings`.
+fn flag_rate_with(
+    seed: u64,
+    heavy: bool,
+    frames: usize,
+    walk: f64,
+    settings: &ChangeSettings,
+) -> f64 {
     let mut rng = Rng(seed);
     let mut readings = [
         Drifting { level: 20.0, heavy },
         Drifting { level: -3.0, heavy },
     ];
     let mut row =
-        |rng: &mut Rng| -> Vec<f64> { readings.iter_mut().map(|r| r.next(rng)).collect() };
+        |rng: &mut Rng| -> Vec<f64> { readings.iter_mut().map(|r| r.walk(rng, walk)).collect() };
     let training: Vec<Vec<f64>> = (0..300).map(|_| row(&mut rng)).collect();
     let calibration: Vec<Vec<f64>> = (0..100).map(|_| row(&mut rng)).collect();
-    let settings = change(&["a", "b"], rate);
-    let mut channels = ChangeChannels::fit(&settings, vec![0, 1], &training, &calibration);
+    let mut channels = ChangeChannels::fit(settings, vec![0, 1], &training, &calibration);
     let mut flagged = 0usize;
     for _ in 0..frames {
         let score = channels.observe(&row(&mut rng));
@@ -81,6 +111,93 @@ fn change_channels_keep_the_calibrated_rate_under_drift_on_gaussian_and_t3_noise
             (mean - rate).abs() < 0.006,
             "heavy tails {heavy}: mean flag rate {mean}"
         );
+    }
+}
+
+#[test]
+fn holding_shifts_keeps_the_calibrated_rate_on_a_wandering_level() {
+    // Both readings wander little enough to be held, so every hold a
+    // normal jump arms is counted; the tolerance is the test's above.
+    let rate = 0.01;
+    for heavy in [false, true] {
+        let settings = holding(&["a", "b"], rate);
+        let mean = (0..40)
+            .map(|seed| flag_rate_with(2000 + seed, heavy, 2000, WANDER, &settings))
+            .sum::<f64>()
+            / 40.0;
+        println!("heavy tails {heavy}: mean flag rate with holds {mean}");
+        assert!(
+            (mean - rate).abs() < 0.006,
+            "heavy tails {heavy}: mean flag rate with holds {mean}"
+        );
+    }
+}
+
+/// Frames flagged by a change channel over one reading with a step of 10
+/// noise deviations on frames 600-799, (inside the step, outside it), for
+/// a walk of `walk`.
+fn step_flags(settings: &ChangeSettings, walk: f64, seed: u64) -> (usize, usize) {
+    let mut rng = Rng(seed);
+    let mut reading = Drifting {
+        level: 5.0,
+        heavy: false,
+    };
+    let mut row = |rng: &mut Rng, i: usize| {
+        let step = if (600..800).contains(&i) { 10.0 } else { 0.0 };
+        vec![reading.walk(rng, walk) + step]
+    };
+    let training: Vec<Vec<f64>> = (0..300).map(|i| row(&mut rng, i)).collect();
+    let calibration: Vec<Vec<f64>> = (300..400).map(|i| row(&mut rng, i)).collect();
+    let mut channels = ChangeChannels::fit(settings, vec![0], &training, &calibration);
+    let (mut inside, mut outside) = (0, 0);
+    for i in 400..1000 {
+        let score = channels.observe(&row(&mut rng, i));
+        let flagged = channels.calibration.flags(score);
+        if (600..800).contains(&i) {
+            inside += usize::from(flagged);
+        } else {
+            outside += usize::from(flagged);
+        }
+    }
+    (inside, outside)
+}
+
+#[test]
+fn a_sustained_step_on_a_wandering_level_stays_flagged_while_it_lasts() {
+    for seed in 0..5 {
+        let (held, held_outside) = step_flags(&holding(&["a"], 0.005), WANDER, seed);
+        let (fresh, _) = step_flags(&change(&["a"], 0.005), WANDER, seed);
+        println!(
+            "seed {seed}: {held} of 200 step frames held ({held_outside} of 400 outside), {fresh} without holds"
+        );
+        // The walk's spread over 200 frames is 1.4 deviations against a
+        // step of 10: the hold lasts the whole step.
+        assert!(
+            held >= 190,
+            "seed {seed}: {held} of 200 step frames flagged"
+        );
+        assert!(
+            fresh <= 10,
+            "seed {seed}: {fresh} step frames flagged without holds"
+        );
+        // A hold ends where the step does (a jump back is a change too).
+        assert!(
+            held_outside <= 12,
+            "seed {seed}: {held_outside} of 400 frames flagged outside"
+        );
+    }
+}
+
+#[test]
+fn a_step_on_a_walk_dominated_reading_is_not_held() {
+    // Walk steps of 1: over 50 frames the walk spreads 50 against the
+    // noise's 2, so the level before a change is soon lost in the walk and
+    // the reading is not held at all. (At WALK, 0.3, the estimate from 300
+    // frames falls on either side of the line from seed to seed.)
+    for seed in 0..5 {
+        let (with, _) = step_flags(&holding(&["a"], 0.005), 1.0, seed);
+        let (without, _) = step_flags(&change(&["a"], 0.005), 1.0, seed);
+        assert_eq!(with, without, "seed {seed}");
     }
 }
 
@@ -200,15 +317,28 @@ proptest! {
     fn a_detector_with_change_readings_restores_bit_identically_at_any_frame(
         seed in any::<u64>(),
         cut in 0usize..480,
+        hold in any::<bool>(),
     ) {
         let mut rng = Rng(seed);
         let mut drift = Drifting { level: 0.0, heavy: true };
+        // With holds: a reading they apply to, and a step of 10 to hold.
         let frames: Vec<_> = (0..480)
-            .map(|i| drifting_frame(&mut rng, &mut drift, i, (430..450).contains(&i)))
+            .map(|i| {
+                let mut f = drifting_frame(&mut rng, &mut drift, i, (430..450).contains(&i));
+                if hold {
+                    f.values[2] = drift.walk(&mut rng, WANDER)
+                        + if (455..470).contains(&i) { 10.0 } else { 0.0 };
+                }
+                f
+            })
             .collect();
-        let mut original = Detector::for_readings(drifting_settings(), &names()).unwrap();
+        let mut settings = drifting_settings();
+        if hold {
+            settings.change = Some(holding(&["c"], 0.005));
+        }
+        let mut original = Detector::for_readings(settings.clone(), &names()).unwrap();
         let expected: Vec<Outcome> = frames.iter().map(|f| original.process_and_fit(f)).collect();
-        let mut first = Detector::for_readings(drifting_settings(), &names()).unwrap();
+        let mut first = Detector::for_readings(settings.clone(), &names()).unwrap();
         for f in &frames[..cut] {
             first.process_and_fit(f);
         }
