@@ -352,8 +352,9 @@ fn leave_one_experiment_out_over_valve1_stays_near_the_in_sample_figure() {
 const SEGMENT_ROWS: usize = 1400;
 const FAULT_START: usize = 600;
 const FAULT_ROWS: usize = 400;
-const FAULTS: [&str; 6] = [
+const FAULTS: [&str; 7] = [
     "step",
+    "big step",
     "ramp",
     "variance",
     "stuck",
@@ -363,12 +364,14 @@ const FAULTS: [&str; 6] = [
 
 /// The fault's value at row `t` of the fault window, for a reading whose
 /// noise deviation is `sigma` and whose value at the fault's start was
-/// `first`. Sizes are in noise deviations: step 3, ramp to 6, added noise of
-/// 2 (variance x5), stuck at the first value, impulses of 8 every 10 rows,
-/// oscillation of amplitude 2 and period 20 rows.
+/// `first`. Sizes are in noise deviations: step 3, big step 10 (a shift a
+/// change reading's own statistics see only as it happens), ramp to 6,
+/// added noise of 2 (variance x5), stuck at the first value, impulses of 8
+/// every 10 rows, oscillation of amplitude 2 and period 20 rows.
 fn inject(fault: &str, t: usize, value: f64, first: f64, sigma: f64, noise: f64) -> f64 {
     match fault {
         "step" => value + 3.0 * sigma,
+        "big step" => value + 10.0 * sigma,
         "ramp" => value + 6.0 * sigma * (t + 1) as f64 / FAULT_ROWS as f64,
         "variance" => value + 2.0 * sigma * noise,
         "stuck" => first,
@@ -458,6 +461,7 @@ fn synthetic_faults_in_the_fault_free_run_are_found_on_every_reading_that_can_sh
     let mut weakest_step_or_ramp: f64 = 1.0;
     let mut weakest_change: f64 = 1.0;
     let mut weakest_stuck: f64 = 1.0;
+    let mut weakest_vibration_shift: f64 = 1.0;
     for reading in config.readings.iter().map(|r| r.name.as_str()) {
         let Some(col) = columns.iter().position(|c| *c == reading) else {
             panic!("anomaly-free.csv has no column {reading}");
@@ -512,6 +516,9 @@ fn synthetic_faults_in_the_fault_free_run_are_found_on_every_reading_that_can_sh
             if fault == "stuck" {
                 weakest_stuck = weakest_stuck.min(rate);
             }
+            if fault == "big step" && reading.starts_with("Accelerometer") {
+                weakest_vibration_shift = weakest_vibration_shift.min(rate);
+            }
             if change.contains(&reading) && (fault == "variance" || fault == "impulses") {
                 weakest_change = weakest_change.min(rate);
             }
@@ -531,6 +538,12 @@ fn synthetic_faults_in_the_fault_free_run_are_found_on_every_reading_that_can_sh
     assert!(
         weakest_stuck >= 5.0 / 6.0,
         "a stuck reading was found in only {weakest_stuck:.3} of runs"
+    );
+    // A big step on a vibration reading: 5 and 6 of 6 runs with the
+    // change channels' held shifts (2 of 6, recall 0.01, without).
+    assert!(
+        weakest_vibration_shift >= 5.0 / 6.0,
+        "a big step on a vibration reading was found in only {weakest_vibration_shift:.3} of runs"
     );
     assert!(
         weakest_step_or_ramp >= 5.0 / 6.0,
