@@ -6,6 +6,7 @@
 //! - `conformal`: threshold and p-values from the calibration scores.
 //! - `change`: readings scored on their changes (innovations of a
 //!   local-level predictor), for readings whose level drifts.
+//! - `shift`: a change reading's sudden shift held while it lasts.
 //! - `stuck`: every reading's current run of repeated values against a
 //!   Markov model of its repeats (a frozen sensor).
 //! - `alarm`: the k-of-n open / m-normal close rule and its events.
@@ -23,6 +24,7 @@ mod outcome;
 mod pca;
 mod robust;
 mod settings;
+mod shift;
 mod state;
 mod stuck;
 #[cfg(test)]
