@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 
-use super::tests::{Rng, frame, student_t3};
+use super::tests::{Rng, frame, restores_bit_identically, student_t3};
 use super::*;
 
 fn change(readings: &[&str], rate: f64) -> ChangeSettings {
@@ -336,22 +336,7 @@ proptest! {
         if hold {
             settings.change = Some(holding(&["c"], 0.005));
         }
-        let mut original = Detector::for_readings(settings.clone(), &names()).unwrap();
-        let expected: Vec<Outcome> = frames.iter().map(|f| original.process_and_fit(f)).collect();
-        let mut first = Detector::for_readings(settings.clone(), &names()).unwrap();
-        for f in &frames[..cut] {
-            first.process_and_fit(f);
-        }
-        let bytes = rmp_serde::to_vec(&first).unwrap();
-        let mut restored: Detector = rmp_serde::from_slice(&bytes).unwrap();
-        prop_assert_eq!(&restored, &first);
-        for (f, want) in frames[cut..].iter().zip(&expected[cut..]) {
-            let got = restored.process_and_fit(f);
-            if let (Outcome::Scored(g), Outcome::Scored(w)) = (&got, want) {
-                prop_assert_eq!(g.p_value.to_bits(), w.p_value.to_bits());
-            }
-            prop_assert_eq!(&got, want);
-        }
-        prop_assert_eq!(restored, original);
+        let make = || Detector::for_readings(settings.clone(), &names()).unwrap();
+        restores_bit_identically(make, Detector::process_and_fit, &frames, cut)?;
     }
 }

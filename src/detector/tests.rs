@@ -452,6 +452,41 @@ fn snapshot_settings() -> DetectorSettings {
     }
 }
 
+/// Runs `frames` through a detector from `make` (each frame by `step`),
+/// and through one restored from a snapshot of a second taken after `cut`
+/// frames (named, as snapshots are written, and positional): the restored
+/// detector equals the one it was taken from, and from there every outcome
+/// (score and p-value bit for bit) and the final detector are the
+/// original's.
+pub(super) fn restores_bit_identically(
+    make: impl Fn() -> Detector,
+    step: impl Fn(&mut Detector, &Frame) -> Outcome,
+    frames: &[Frame],
+    cut: usize,
+) -> Result<(), TestCaseError> {
+    let mut original = make();
+    let expected: Vec<Outcome> = frames.iter().map(|f| step(&mut original, f)).collect();
+    let mut first = make();
+    for f in &frames[..cut] {
+        step(&mut first, f);
+    }
+    let positional: Detector = rmp_serde::from_slice(&rmp_serde::to_vec(&first).unwrap()).unwrap();
+    prop_assert_eq!(&positional, &first);
+    let bytes = rmp_serde::to_vec_named(&first).unwrap();
+    let mut restored: Detector = rmp_serde::from_slice(&bytes).unwrap();
+    prop_assert_eq!(&restored, &first);
+    for (f, want) in frames[cut..].iter().zip(&expected[cut..]) {
+        let got = step(&mut restored, f);
+        if let (Outcome::Scored(g), Outcome::Scored(w)) = (&got, want) {
+            prop_assert_eq!(g.score.to_bits(), w.score.to_bits());
+            prop_assert_eq!(g.p_value.to_bits(), w.p_value.to_bits());
+        }
+        prop_assert_eq!(&got, want);
+    }
+    prop_assert_eq!(restored, original);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -469,25 +504,8 @@ proptest! {
             }
             out
         };
-        let mut original = Detector::new(snapshot_settings(), 3).unwrap();
-        let expected: Vec<Outcome> = frames.iter().map(|f| step(&mut original, f)).collect();
-
-        let mut first = Detector::new(snapshot_settings(), 3).unwrap();
-        for f in &frames[..cut] {
-            step(&mut first, f);
-        }
-        let bytes = rmp_serde::to_vec(&first).unwrap();
-        let mut restored: Detector = rmp_serde::from_slice(&bytes).unwrap();
-        prop_assert_eq!(&restored, &first);
-        for (f, want) in frames[cut..].iter().zip(&expected[cut..]) {
-            let got = step(&mut restored, f);
-            if let (Outcome::Scored(g), Outcome::Scored(w)) = (&got, want) {
-                prop_assert_eq!(g.score.to_bits(), w.score.to_bits());
-                prop_assert_eq!(g.p_value.to_bits(), w.p_value.to_bits());
-            }
-            prop_assert_eq!(&got, want);
-        }
-        prop_assert_eq!(restored, original);
+        let make = || Detector::new(snapshot_settings(), 3).unwrap();
+        restores_bit_identically(make, step, &frames, cut)?;
     }
 }
 

@@ -1,9 +1,9 @@
 //! The fit: once the training and calibration frames are in, the level
 //! model (robust spread, feature state, principal components, conformal
 //! threshold), the change channels and the stuck-value channel are fitted
-//! from them, and the kept
-//! frames are dropped. A pure function of those frames and the settings,
-//! so a restored detector fits exactly as the original would have.
+//! from them, and the kept frames are dropped. A pure function of those
+//! frames and the settings, so a restored detector fits exactly as the
+//! original would have.
 
 use super::{Detector, Fitted, Phase, ewma};
 use crate::detector::{
