@@ -61,6 +61,7 @@ use serde::{Deserialize, Serialize};
 
 use super::conformal::Calibration;
 use super::robust::{RobustScaler, Z_LIMIT};
+use super::settings::probability_error;
 use super::shift::ShiftHold;
 use crate::config::FieldError;
 
@@ -127,11 +128,8 @@ impl ChangeSettings {
             }
         }
         let rate = self.false_alarm_rate;
-        if !(rate.is_finite() && rate > 0.0 && rate < 1.0) {
-            errors.push(FieldError::new(
-                field("change.false_alarm_rate"),
-                format!("{rate} is not a probability strictly between 0 and 1"),
-            ));
+        if let Some(error) = probability_error(field("change.false_alarm_rate"), rate) {
+            errors.push(error);
         } else if self.window_weight > 0.0
             && self.calibration_frames(training, calibration)
                 < ((1.0 - rate) / rate).ceil() as usize

@@ -59,6 +59,17 @@ pub struct DetectorSettings {
     pub stuck: Option<StuckSettings>,
 }
 
+/// The error of a false-alarm rate that is not a probability strictly
+/// between 0 and 1 (every channel's rate is checked alike).
+pub(super) fn probability_error(field: String, rate: f64) -> Option<FieldError> {
+    (!(rate.is_finite() && rate > 0.0 && rate < 1.0)).then(|| {
+        FieldError::new(
+            field,
+            format!("{rate} is not a probability strictly between 0 and 1"),
+        )
+    })
+}
+
 fn default_explained_variance() -> f64 {
     0.9
 }
@@ -194,11 +205,8 @@ impl DetectorSettings {
             ));
         }
         let rate = self.false_alarm_rate;
-        if !(rate.is_finite() && rate > 0.0 && rate < 1.0) {
-            errors.push(FieldError::new(
-                field("false_alarm_rate"),
-                format!("{rate} is not a probability strictly between 0 and 1"),
-            ));
+        if let Some(error) = probability_error(field("false_alarm_rate"), rate) {
+            errors.push(error);
         } else {
             // A conformal threshold at rate a needs n with (n + 1)(1 - a) <= n.
             let needed = ((1.0 - rate) / rate).ceil() as usize;

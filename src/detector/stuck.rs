@@ -54,6 +54,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::settings::probability_error;
 use crate::config::FieldError;
 
 /// The stuck-value channel's settings (`[detector.stuck]`). Every required
@@ -67,16 +68,8 @@ pub struct StuckSettings {
 }
 
 impl StuckSettings {
-    pub fn validate(&self, field: &dyn Fn(&str) -> String) -> Vec<FieldError> {
-        let rate = self.false_alarm_rate;
-        if rate.is_finite() && rate > 0.0 && rate < 1.0 {
-            Vec::new()
-        } else {
-            vec![FieldError::new(
-                field("stuck.false_alarm_rate"),
-                format!("{rate} is not a probability strictly between 0 and 1"),
-            )]
-        }
+    pub fn validate(&self, field: &dyn Fn(&str) -> String) -> Option<FieldError> {
+        probability_error(field("stuck.false_alarm_rate"), self.false_alarm_rate)
     }
 }
 
