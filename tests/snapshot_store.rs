@@ -9,7 +9,10 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use radar::{
     align::Watermarks,
     config::MonitorConfig,
-    snapshot::{CheckpointKey, LoadOutcome, ManagedState, SealedSnapshot, SnapshotBinding, seal},
+    snapshot::{
+        CheckpointKey, FencingToken, LoadOutcome, ManagedState, SealedSnapshot, SnapshotBinding,
+        seal,
+    },
     store::{
         self, AlarmReconciliation, AlarmRecord, CheckpointStore, CheckpointWriter, Claim,
         EvidenceRecord, HealthOutcome, HealthRecord, NotCommitted, PendingResults, Services,
@@ -926,9 +929,6 @@ async fn a_refused_first_checkpoint_or_claim_changes_nothing_the_pipeline_sent_a
     assert_eq!(fx.row_signature().await.unwrap(), a.token().as_bytes());
 }
 
-/// Starting monitors read their snapshots together: each gets its own row,
-/// with its ledger entry, exactly as a read alone returns it, and a monitor
-/// without a snapshot gets none, however many read at once.
 /// A lock-waiting session of this database: its backend and when its
 /// statement started (a backend runs many statements).
 #[derive(Debug, Clone, PartialEq, diesel::QueryableByName)]
@@ -988,21 +988,11 @@ async fn after_a_failed_batch_each_monitor_reads_its_own_snapshot_alone() {
     })
     .await;
     let reading = tokio::spawn(reader.run());
-    let waiting = async || -> Vec<Waiting> {
-        diesel::sql_query(
-            "SELECT pid, query_start::text AS started FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock' \
-             AND query LIKE '%radar_checkpoint_ledger%' AND query NOT LIKE '%LOCK TABLE%'",
-        )
-        .load::<Waiting>(&mut fx.conn().await)
-        .await
-        .unwrap()
-    };
     let release = async {
         let deadline = poll::within(Duration::from_secs(10)).every(poll::QUICK);
         let batch = deadline
             .wait_async("the batch waits for the ledger", async || {
-                let now = waiting().await;
+                let now = ledger_waiters(&fx).await;
                 if now.is_empty() { Err(now) } else { Ok(now) }
             })
             .await;
@@ -1010,7 +1000,7 @@ async fn after_a_failed_batch_each_monitor_reads_its_own_snapshot_alone() {
         // that is a monitor reading alone.
         deadline
             .wait_async("a monitor reads alone after the batch failed", async || {
-                let now = waiting().await;
+                let now = ledger_waiters(&fx).await;
                 poll::check(now.iter().any(|w| !batch.contains(w)), || now)
             })
             .await;
@@ -1024,6 +1014,9 @@ async fn after_a_failed_batch_each_monitor_reads_its_own_snapshot_alone() {
     reading.await.unwrap();
 }
 
+/// Starting monitors read their snapshots together: each gets its own row,
+/// with its ledger entry, exactly as a read alone returns it, and a monitor
+/// without a snapshot gets none, however many read at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_read_together_answer_each_monitor_as_a_read_alone_would() {
     let fx = fixture("batched_reads").await;
@@ -1079,4 +1072,285 @@ async fn snapshots_read_together_answer_each_monitor_as_a_read_alone_would() {
     let row = orphaned.read(ids[0]).await.unwrap();
     let row = row.map(|r| (r.service_id(), r.signature().to_vec(), r.ledger_sequence()));
     assert_eq!(row, alone[0]);
+}
+
+/// A monitor of the pump config beside the fixture's, restored from a
+/// snapshot `worker-a` claimed and checkpointed once: its id, its binding
+/// and the token a restart loads.
+async fn restored_beside(fx: &Fixture, name: &str) -> (Uuid, SnapshotBinding, FencingToken) {
+    let mut config = MonitorConfig::from_toml(PUMP).unwrap();
+    config.name = name.to_string();
+    let id = Services::new(fx.pool.clone())
+        .create(&config)
+        .await
+        .unwrap();
+    let binding = SnapshotBinding::for_monitor(id, &config);
+    let sealed = |frames: u64| {
+        let mut state = ManagedState::default();
+        state.counters.frames = frames;
+        seal(&binding, &state, at(frames as i64), &key()).unwrap()
+    };
+    let Claim::Won(writer) = fx.store("worker-a").claim(&sealed(0)).await.unwrap() else {
+        panic!("{name}: the first claim wins")
+    };
+    let writer = committed(
+        writer
+            .checkpoint(&sealed(2), &PendingResults::default())
+            .await,
+    );
+    (id, binding, writer.token())
+}
+
+/// What a restart's first checkpoint left in the database: the row's
+/// signature, its ledger sequence, its open alarms and the transaction
+/// that last wrote the row.
+#[derive(diesel::QueryableByName, Debug, PartialEq)]
+struct FirstWritten {
+    #[diesel(sql_type = diesel::sql_types::Bytea)]
+    signature: Vec<u8>,
+    #[diesel(sql_type = BigInt)]
+    sequence: i64,
+    #[diesel(sql_type = BigInt)]
+    open_alarms: i64,
+    #[diesel(sql_type = Text)]
+    xmin: String,
+}
+
+async fn first_written(fx: &Fixture, id: Uuid) -> FirstWritten {
+    diesel::sql_query(
+        "SELECT c.signature, l.sequence, c.xmin::text AS xmin, \
+           (SELECT count(*) FROM radar_alarms a WHERE a.service_id = c.service_id \
+              AND a.closed_at IS NULL) AS open_alarms \
+         FROM radar_runtime_checkpoints c JOIN radar_checkpoint_ledger l USING (service_id) \
+         WHERE c.service_id = $1",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(id)
+    .get_result(&mut fx.conn().await)
+    .await
+    .unwrap()
+}
+
+/// Restarting monitors write their first checkpoints together, each as it
+/// would alone: one transaction commits the swap, the ledger entry and the
+/// alarm reconciliation of every monitor whose row holds a signature it
+/// accepts; a monitor whose row was replaced by another worker is refused
+/// and nothing is written for it; a row another transaction holds does not
+/// hold up the others, and its monitor then writes alone.
+#[tokio::test]
+async fn first_checkpoints_written_together_answer_each_monitor_as_one_written_alone() {
+    let fx = fixture("first_together").await;
+    // The fixture's monitor: an alarm a background batch committed after
+    // the snapshot a restart loads, which the restart closes.
+    let writer = committed(
+        fx.claim("worker-a")
+            .await
+            .checkpoint(&fx.sealed(2, at(2)), &PendingResults::default())
+            .await,
+    );
+    let orphan_loaded = writer.token();
+    drop(committed(writer.commit_evidence(&results(10, 3)).await));
+    let (plain, plain_binding, plain_loaded) = restored_beside(&fx, "plain").await;
+    let (stale, stale_binding, stale_loaded) = restored_beside(&fx, "stale").await;
+    let (locked, locked_binding, locked_loaded) = restored_beside(&fx, "locked").await;
+    // Another worker replaced the stale monitor's row after the load.
+    let next_of = |binding: &SnapshotBinding| {
+        let mut state = ManagedState::default();
+        state.counters.frames = 2;
+        seal(binding, &state, at(30), &key()).unwrap()
+    };
+    let successor = committed(
+        fx.store("worker-c")
+            .resume(stale, stale_loaded.clone())
+            .checkpoint(&next_of(&stale_binding), &PendingResults::default())
+            .await,
+    );
+    let stale_before = first_written(&fx, stale).await;
+    assert_eq!(stale_before.signature, successor.token().as_bytes());
+
+    let mut locker = fx.conn().await;
+    locker
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM radar_runtime_checkpoints WHERE service_id = '{locked}' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    // A batch that waited for the locked row would give up after 2 s.
+    let store = fx.store_bounded("worker-b", Duration::from_secs(2)).await;
+    let (firsts, writing) = store::FirstCheckpoints::new(store.clone());
+    let orphan_next = fx.sealed(2, at(30));
+    let (plain_next, stale_next, locked_next) = (
+        next_of(&plain_binding),
+        next_of(&stale_binding),
+        next_of(&locked_binding),
+    );
+    let together = |id, loaded, next| {
+        store
+            .resume(id, loaded)
+            .first_checkpoint_together(&firsts, next, None)
+    };
+    let mut three = Box::pin(futures_util::future::join3(
+        together(fx.service_id, orphan_loaded, &orphan_next),
+        together(plain, plain_loaded, &plain_next),
+        together(stale, stale_loaded, &stale_next),
+    ));
+    let mut alone = Box::pin(together(locked, locked_loaded, &locked_next));
+    // One poll queues all four requests before the writer runs: one batch.
+    std::future::poll_fn(|cx| {
+        let _ = three.as_mut().poll(cx);
+        let _ = alone.as_mut().poll(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let writer_task = tokio::spawn(writing.run());
+    let (orphan_done, plain_done, stale_done) = three.await;
+    let (_, orphan_found) = orphan_done.unwrap();
+    let (_, plain_found) = plain_done.unwrap();
+    let Err(NotCommitted::OwnershipLost(lost)) = stale_done else {
+        panic!("a stale first checkpoint written together was not refused")
+    };
+    assert_eq!(lost.refused, WriteKind::Checkpoint);
+    assert_eq!(
+        (orphan_found, plain_found),
+        (
+            AlarmReconciliation {
+                closed: 1,
+                highest_seq: 10
+            },
+            AlarmReconciliation::default()
+        )
+    );
+    // The locked monitor waits for its row, alone.
+    std::future::poll_fn(|cx| {
+        assert!(
+            alone.as_mut().poll(cx).is_pending(),
+            "committed under another's lock"
+        );
+        std::task::Poll::Ready(())
+    })
+    .await;
+    locker.batch_execute("COMMIT").await.unwrap();
+    let (_, locked_found) = alone.await.unwrap();
+    assert_eq!(locked_found, AlarmReconciliation::default());
+
+    let orphan_row = first_written(&fx, fx.service_id).await;
+    let plain_row = first_written(&fx, plain).await;
+    let locked_row = first_written(&fx, locked).await;
+    assert_eq!(
+        (
+            &orphan_row.signature,
+            orphan_row.sequence,
+            orphan_row.open_alarms
+        ),
+        (&orphan_next.token.as_bytes().to_vec(), 3, 0)
+    );
+    assert_eq!(
+        (&plain_row.signature, plain_row.sequence),
+        (&plain_next.token.as_bytes().to_vec(), 3)
+    );
+    assert_eq!(
+        (&locked_row.signature, locked_row.sequence),
+        (&locked_next.token.as_bytes().to_vec(), 3)
+    );
+    assert_eq!(
+        orphan_row.xmin, plain_row.xmin,
+        "one transaction wrote both"
+    );
+    assert_ne!(
+        locked_row.xmin, plain_row.xmin,
+        "the locked row was written alone"
+    );
+    assert_eq!(
+        first_written(&fx, stale).await,
+        stale_before,
+        "nothing was written for the refused monitor"
+    );
+    drop(firsts);
+    writer_task.await.unwrap();
+}
+
+/// A batch of first checkpoints whose transaction fails (here its ledger
+/// entries time out behind a lock) hands none of its monitors that
+/// failure: each then writes its own, as it would have alone.
+#[tokio::test]
+async fn after_a_failed_batch_each_monitor_writes_its_first_checkpoint_alone() {
+    let fx = fixture("first_together_failed").await;
+    let (one, one_binding, one_loaded) = restored_beside(&fx, "one").await;
+    let (two, two_binding, two_loaded) = restored_beside(&fx, "two").await;
+    let next_of = |binding: &SnapshotBinding| {
+        let mut state = ManagedState::default();
+        state.counters.frames = 2;
+        seal(binding, &state, at(30), &key()).unwrap()
+    };
+    let (one_next, two_next) = (next_of(&one_binding), next_of(&two_binding));
+    // The batch's statements give up after 2 s; a lone write must not time
+    // out before the lock below is released (a few milliseconds after it
+    // starts waiting), even on a loaded machine.
+    let store = fx.store_bounded("worker-b", Duration::from_secs(2)).await;
+    let mut locker = fx.conn().await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE radar_checkpoint_ledger IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let (firsts, writing) = store::FirstCheckpoints::new(store.clone());
+    let mut both = Box::pin(futures_util::future::join(
+        store
+            .resume(one, one_loaded)
+            .first_checkpoint_together(&firsts, &one_next, None),
+        store
+            .resume(two, two_loaded)
+            .first_checkpoint_together(&firsts, &two_next, None),
+    ));
+    // One poll queues both requests before the writer runs: one batch.
+    std::future::poll_fn(|cx| {
+        let _ = both.as_mut().poll(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let writer_task = tokio::spawn(writing.run());
+    let release = async {
+        let deadline = poll::within(Duration::from_secs(10)).every(poll::QUICK);
+        let batch = deadline
+            .wait_async("the batch waits for the ledger", async || {
+                let now = ledger_waiters(&fx).await;
+                if now.is_empty() { Err(now) } else { Ok(now) }
+            })
+            .await;
+        deadline
+            .wait_async(
+                "a monitor writes alone after the batch failed",
+                async || {
+                    let now = ledger_waiters(&fx).await;
+                    poll::check(now.iter().any(|w| !batch.contains(w)), || now)
+                },
+            )
+            .await;
+        locker.batch_execute("COMMIT").await.unwrap();
+    };
+    let ((one_done, two_done), ()) = tokio::join!(both, release);
+    for (id, done, next) in [(one, one_done, &one_next), (two, two_done, &two_next)] {
+        let (writer, found) = done.unwrap_or_else(|e| panic!("monitor {id}: {e:?}"));
+        assert_eq!(found, AlarmReconciliation::default());
+        assert_eq!(writer.token(), next.token);
+        let row = first_written(&fx, id).await;
+        // The failed batch rolled back: one ledger entry, the lone write's.
+        assert_eq!(
+            (row.signature, row.sequence),
+            (next.token.as_bytes().to_vec(), 3)
+        );
+    }
+    drop(firsts);
+    writer_task.await.unwrap();
+}
+
+/// The sessions of this database waiting for a lock with a statement on
+/// the ledger.
+async fn ledger_waiters(fx: &Fixture) -> Vec<Waiting> {
+    diesel::sql_query(
+        "SELECT pid, query_start::text AS started FROM pg_stat_activity \
+         WHERE datname = current_database() AND wait_event_type = 'Lock' \
+         AND query LIKE '%radar_checkpoint_ledger%' AND query NOT LIKE '%LOCK TABLE%'",
+    )
+    .load::<Waiting>(&mut fx.conn().await)
+    .await
+    .unwrap()
 }

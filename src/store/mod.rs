@@ -40,8 +40,9 @@ use diesel_async::{
 };
 
 pub use checkpoints::{
-    CheckpointStore, CheckpointWriter, Claim, LossReason, MAX_READS_PER_STATEMENT, NotCommitted,
-    OwnershipLost, SnapshotReader, SnapshotReads, WriteKind, WriteOutcome,
+    CheckpointStore, CheckpointWriter, Claim, FirstCheckpointWriter, FirstCheckpoints, LossReason,
+    MAX_FIRST_CHECKPOINTS_PER_TRANSACTION, MAX_READS_PER_STATEMENT, NotCommitted, OwnershipLost,
+    SnapshotReader, SnapshotReads, WriteKind, WriteOutcome,
 };
 pub use error::StoreError;
 pub use evidence::{AlarmReconciliation, AlarmRecord, EvidenceRecord, PendingResults};

@@ -11,6 +11,7 @@
 //! [`CheckpointStore`] at all (hold an `Option<CheckpointStore>`): then
 //! nothing is read or written and the monitor starts fresh.
 
+mod firsts;
 mod outcome;
 mod reads;
 mod writer;
@@ -22,6 +23,9 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use uuid::Uuid;
 
+pub use self::firsts::{
+    FirstCheckpointWriter, FirstCheckpoints, MAX_FIRST_CHECKPOINTS_PER_TRANSACTION,
+};
 pub use self::outcome::{Claim, LossReason, NotCommitted, OwnershipLost, WriteKind, WriteOutcome};
 pub use self::reads::{MAX_READS_PER_STATEMENT, SnapshotReader, SnapshotReads};
 pub use self::writer::CheckpointWriter;

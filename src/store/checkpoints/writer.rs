@@ -226,7 +226,7 @@ impl CheckpointWriter {
         }
     }
 
-    fn lose(self, refused: WriteKind) -> OwnershipLost {
+    pub(super) fn lose(self, refused: WriteKind) -> OwnershipLost {
         self.fence.lose(self.service_id, refused)
     }
 
