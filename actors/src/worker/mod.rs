@@ -21,8 +21,8 @@ use radar::{
     runtime::{CheckpointLimits, RetryBackoff},
     snapshot::CheckpointKey,
     store::{
-        self, CheckpointStore, GraphStore, Heartbeats, MonitorHead, MonitorRow, Services,
-        SnapshotReads, StoreError,
+        self, CheckpointStore, FirstCheckpoints, GraphStore, Heartbeats, MonitorHead, MonitorRow,
+        Services, SnapshotReads, StoreError,
     },
     telemetry::Telemetry,
 };
@@ -53,6 +53,9 @@ pub struct WorkerContext {
     pub store: Option<CheckpointStore>,
     /// Where starting monitors read their snapshots, gathered (with `store`).
     pub snapshots: Option<SnapshotReads>,
+    /// Where restarting monitors write their first checkpoints, gathered
+    /// (with `store`).
+    pub first_checkpoints: Option<FirstCheckpoints>,
     /// Every monitor's health beat, driven together, and its periodic
     /// status written together (with `store`).
     pub heartbeats: HealthBeats,
@@ -170,6 +173,11 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
         actix_rt::spawn(reader.run());
         reads
     });
+    let first_checkpoints = setup.store.clone().map(|store| {
+        let (firsts, writer) = FirstCheckpoints::new(store);
+        actix_rt::spawn(writer.run());
+        firsts
+    });
     let (heartbeats, driver) = HealthBeats::new(batch);
     actix_rt::spawn(driver);
     let (model_ticks, ticker) = ModelTicks::new();
@@ -180,6 +188,7 @@ pub fn start(setup: WorkerSetup, scope: Scope) -> RunningWorker {
         key: setup.key,
         store: setup.store,
         snapshots,
+        first_checkpoints,
         heartbeats,
         model_ticks,
         monitors: setup.monitors,

@@ -10,7 +10,8 @@ use radar::{
     runtime::{ExitReason, SnapshotHandoff},
     snapshot::{FencingToken, SealedSnapshot},
     store::{
-        AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim, HealthReporter, NotCommitted,
+        AlarmReconciliation, CheckpointStore, CheckpointWriter, Claim, FirstCheckpoints,
+        HealthReporter, NotCommitted,
     },
     telemetry::events,
 };
@@ -23,6 +24,9 @@ use crate::monitor::model::ContinueAlarms;
 pub struct FirstWrite {
     /// `None`: database writes are disabled; nothing is claimed.
     pub store: Option<CheckpointStore>,
+    /// Where a restart's first checkpoint is written together with those
+    /// of other restarting monitors (with `store`).
+    pub firsts: Option<FirstCheckpoints>,
     /// The token of the snapshot the start loaded (`None`: a fresh
     /// monitor, whose row is claimed).
     pub loaded: Option<FencingToken>,
@@ -66,6 +70,7 @@ impl CheckpointActor {
     ) {
         let FirstWrite {
             store,
+            firsts,
             loaded,
             keep_open,
             graph_run,
@@ -84,7 +89,14 @@ impl CheckpointActor {
         };
         let started = Instant::now();
         let sealed = next.sealed.clone();
-        async move { first_commit(&store, &sealed, loaded, keep_open, graph_run).await }
+        let first = First {
+            store,
+            firsts,
+            loaded,
+            keep_open,
+            graph_run,
+        };
+        async move { first_commit(&first, &sealed).await }
             .into_actor(self)
             .map(move |result, act, ctx| {
                 let _span = act.span.clone().entered();
@@ -114,20 +126,26 @@ impl CheckpointActor {
     }
 }
 
+/// What the first write needs once the database writes are enabled.
+struct First {
+    store: CheckpointStore,
+    firsts: Option<FirstCheckpoints>,
+    loaded: Option<FencingToken>,
+    keep_open: Option<DateTime<Utc>>,
+    graph_run: bool,
+}
+
 /// The checkpoint before subscribing, with the alarm reconciliation in its
 /// transaction: a detector restored after a hard crash does not know
 /// alarms that a background batch committed after its snapshot. They are
 /// closed (it would never close them) and new alarms are numbered after
 /// every stored one.
 async fn first_commit(
-    store: &CheckpointStore,
+    first: &First,
     sealed: &SealedSnapshot,
-    loaded: Option<FencingToken>,
-    keep_open: Option<DateTime<Utc>>,
-    graph_run: bool,
 ) -> Result<(CheckpointWriter, AlarmReconciliation), FirstCommitError> {
     let id = sealed.envelope.service_id;
-    let (writer, found) = claim_or_replace(store, sealed, loaded, keep_open, graph_run).await?;
+    let (writer, found) = claim_or_replace(first, sealed).await?;
     if found.closed > 0 {
         tracing::warn!(monitor_id = %id, closed = found.closed, highest_alarm_seq = found.highest_seq, "Closed alarms left open after the restored snapshot: the detector rolled back past their opening and would never close them.");
     }
@@ -135,17 +153,22 @@ async fn first_commit(
 }
 
 async fn claim_or_replace(
-    store: &CheckpointStore,
+    first: &First,
     sealed: &SealedSnapshot,
-    loaded: Option<FencingToken>,
-    keep_open: Option<DateTime<Utc>>,
-    graph_run: bool,
 ) -> Result<(CheckpointWriter, AlarmReconciliation), FirstCommitError> {
+    let First {
+        store,
+        firsts,
+        loaded,
+        keep_open,
+        graph_run,
+    } = first;
+    let (keep_open, graph_run) = (*keep_open, *graph_run);
     let id = sealed.envelope.service_id;
     // A graph run's writes, this first one included, are fenced by its
     // failure record too: a replacement admitted before the failure
     // committed must not go on with the failed generation.
-    match loaded {
+    match loaded.clone() {
         None => match store.first_claim(sealed, keep_open, graph_run).await {
             Ok((Claim::Won(writer), found)) => Ok((writer, found)),
             Ok((Claim::Lost(lost), _)) => Err(FirstCommitError::Superseded(
@@ -163,7 +186,15 @@ async fn claim_or_replace(
             } else {
                 writer
             };
-            match writer.first_checkpoint(sealed, keep_open).await {
+            let written = match firsts {
+                Some(firsts) => {
+                    writer
+                        .first_checkpoint_together(firsts, sealed, keep_open)
+                        .await
+                }
+                None => writer.first_checkpoint(sealed, keep_open).await,
+            };
+            match written {
                 Ok(committed) => Ok(committed),
                 Err(NotCommitted::OwnershipLost(lost)) => Err(FirstCommitError::Superseded(
                     superseded_while_starting(&lost),

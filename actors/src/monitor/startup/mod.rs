@@ -182,6 +182,7 @@ async fn start_once(
     let (reply, outcome) = tokio::sync::oneshot::channel();
     let first = FirstWrite {
         store: worker.store.clone(),
+        firsts: worker.first_checkpoints.clone(),
         loaded,
         keep_open: core.open_alarm_opened_at(),
         graph_run: config.graph.is_some(),
