@@ -1,6 +1,9 @@
 //! The checkpoint actor's first write: claiming or replacing the snapshot
-//! row, then reconciling the alarms. It settles like every commit (see
-//! `writes::committed`); the start that waits for it learns the outcome.
+//! row, then reconciling the alarms. A restart's replacement is written
+//! with those of other restarting monitors (`FirstCheckpoints`, one
+//! transaction for up to 64, each fenced by its own signature). It
+//! settles like every commit (see `writes::committed`); the start that
+//! waits for it learns the outcome.
 
 use std::time::Instant;
 
