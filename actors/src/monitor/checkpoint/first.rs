@@ -99,7 +99,7 @@ impl CheckpointActor {
             keep_open,
             graph_run,
         };
-        async move { first_commit(&first, &sealed).await }
+        async move { first_commit(first, &sealed).await }
             .into_actor(self)
             .map(move |result, act, ctx| {
                 let _span = act.span.clone().entered();
@@ -144,7 +144,7 @@ struct First {
 /// closed (it would never close them) and new alarms are numbered after
 /// every stored one.
 async fn first_commit(
-    first: &First,
+    first: First,
     sealed: &SealedSnapshot,
 ) -> Result<(CheckpointWriter, AlarmReconciliation), FirstCommitError> {
     let id = sealed.envelope.service_id;
@@ -156,7 +156,7 @@ async fn first_commit(
 }
 
 async fn claim_or_replace(
-    first: &First,
+    first: First,
     sealed: &SealedSnapshot,
 ) -> Result<(CheckpointWriter, AlarmReconciliation), FirstCommitError> {
     let First {
@@ -166,12 +166,11 @@ async fn claim_or_replace(
         keep_open,
         graph_run,
     } = first;
-    let (keep_open, graph_run) = (*keep_open, *graph_run);
     let id = sealed.envelope.service_id;
     // A graph run's writes, this first one included, are fenced by its
     // failure record too: a replacement admitted before the failure
     // committed must not go on with the failed generation.
-    match loaded.clone() {
+    match loaded {
         None => match store.first_claim(sealed, keep_open, graph_run).await {
             Ok((Claim::Won(writer), found)) => Ok((writer, found)),
             Ok((Claim::Lost(lost), _)) => Err(FirstCommitError::Superseded(
@@ -189,7 +188,7 @@ async fn claim_or_replace(
             } else {
                 writer
             };
-            let written = match firsts {
+            let written = match &firsts {
                 Some(firsts) => {
                     writer
                         .first_checkpoint_together(firsts, sealed, keep_open)
