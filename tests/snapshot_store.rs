@@ -982,30 +982,9 @@ async fn after_a_failed_batch_each_monitor_reads_its_own_snapshot_alone() {
         ids.iter().map(|id| reads.read(*id)),
     ));
     // One poll queues both requests before the reader runs: one batch.
-    std::future::poll_fn(|cx| {
-        let _ = answers.as_mut().poll(cx);
-        std::task::Poll::Ready(())
-    })
-    .await;
+    poll_once(answers.as_mut()).await;
     let reading = tokio::spawn(reader.run());
-    let release = async {
-        let deadline = poll::within(Duration::from_secs(10)).every(poll::QUICK);
-        let batch = deadline
-            .wait_async("the batch waits for the ledger", async || {
-                let now = ledger_waiters(&fx).await;
-                if now.is_empty() { Err(now) } else { Ok(now) }
-            })
-            .await;
-        // Its statement times out; a statement that starts waiting after
-        // that is a monitor reading alone.
-        deadline
-            .wait_async("a monitor reads alone after the batch failed", async || {
-                let now = ledger_waiters(&fx).await;
-                poll::check(now.iter().any(|w| !batch.contains(w)), || now)
-            })
-            .await;
-        locker.batch_execute("COMMIT").await.unwrap();
-    };
+    let release = release_the_ledger_once_one_goes_alone(&fx, locker, "reads");
     let (answers, ()) = tokio::join!(answers, release);
     for ((id, answer), expected) in ids.iter().zip(answers).zip(&alone) {
         assert_eq!(&summary(answer.unwrap()), expected, "monitor {id}");
@@ -1085,11 +1064,7 @@ async fn restored_beside(fx: &Fixture, name: &str) -> (Uuid, SnapshotBinding, Fe
         .await
         .unwrap();
     let binding = SnapshotBinding::for_monitor(id, &config);
-    let sealed = |frames: u64| {
-        let mut state = ManagedState::default();
-        state.counters.frames = frames;
-        seal(&binding, &state, at(frames as i64), &key()).unwrap()
-    };
+    let sealed = |frames: u64| sealed_after(&binding, frames, at(frames as i64));
     let Claim::Won(writer) = fx.store("worker-a").claim(&sealed(0)).await.unwrap() else {
         panic!("{name}: the first claim wins")
     };
@@ -1153,11 +1128,7 @@ async fn first_checkpoints_written_together_answer_each_monitor_as_one_written_a
     let (stale, stale_binding, stale_loaded) = restored_beside(&fx, "stale").await;
     let (locked, locked_binding, locked_loaded) = restored_beside(&fx, "locked").await;
     // Another worker replaced the stale monitor's row after the load.
-    let next_of = |binding: &SnapshotBinding| {
-        let mut state = ManagedState::default();
-        state.counters.frames = 2;
-        seal(binding, &state, at(30), &key()).unwrap()
-    };
+    let next_of = |binding: &SnapshotBinding| sealed_after(binding, 2, at(30));
     let successor = committed(
         fx.store("worker-c")
             .resume(stale, stale_loaded.clone())
@@ -1195,12 +1166,8 @@ async fn first_checkpoints_written_together_answer_each_monitor_as_one_written_a
     ));
     let mut alone = Box::pin(together(locked, locked_loaded, &locked_next));
     // One poll queues all four requests before the writer runs: one batch.
-    std::future::poll_fn(|cx| {
-        let _ = three.as_mut().poll(cx);
-        let _ = alone.as_mut().poll(cx);
-        std::task::Poll::Ready(())
-    })
-    .await;
+    poll_once(three.as_mut()).await;
+    poll_once(alone.as_mut()).await;
     let writer_task = tokio::spawn(writing.run());
     let (orphan_done, plain_done, stale_done) = three.await;
     let (_, orphan_found) = orphan_done.unwrap();
@@ -1276,11 +1243,7 @@ async fn after_a_failed_batch_each_monitor_writes_its_first_checkpoint_alone() {
     let fx = fixture("first_together_failed").await;
     let (one, one_binding, one_loaded) = restored_beside(&fx, "one").await;
     let (two, two_binding, two_loaded) = restored_beside(&fx, "two").await;
-    let next_of = |binding: &SnapshotBinding| {
-        let mut state = ManagedState::default();
-        state.counters.frames = 2;
-        seal(binding, &state, at(30), &key()).unwrap()
-    };
+    let next_of = |binding: &SnapshotBinding| sealed_after(binding, 2, at(30));
     let (one_next, two_next) = (next_of(&one_binding), next_of(&two_binding));
     // The batch's statements give up after 2 s; a lone write must not time
     // out before the lock below is released (a few milliseconds after it
@@ -1301,31 +1264,9 @@ async fn after_a_failed_batch_each_monitor_writes_its_first_checkpoint_alone() {
             .first_checkpoint_together(&firsts, &two_next, None),
     ));
     // One poll queues both requests before the writer runs: one batch.
-    std::future::poll_fn(|cx| {
-        let _ = both.as_mut().poll(cx);
-        std::task::Poll::Ready(())
-    })
-    .await;
+    poll_once(both.as_mut()).await;
     let writer_task = tokio::spawn(writing.run());
-    let release = async {
-        let deadline = poll::within(Duration::from_secs(10)).every(poll::QUICK);
-        let batch = deadline
-            .wait_async("the batch waits for the ledger", async || {
-                let now = ledger_waiters(&fx).await;
-                if now.is_empty() { Err(now) } else { Ok(now) }
-            })
-            .await;
-        deadline
-            .wait_async(
-                "a monitor writes alone after the batch failed",
-                async || {
-                    let now = ledger_waiters(&fx).await;
-                    poll::check(now.iter().any(|w| !batch.contains(w)), || now)
-                },
-            )
-            .await;
-        locker.batch_execute("COMMIT").await.unwrap();
-    };
+    let release = release_the_ledger_once_one_goes_alone(&fx, locker, "writes");
     let ((one_done, two_done), ()) = tokio::join!(both, release);
     for (id, done, next) in [(one, one_done, &one_next), (two, two_done, &two_next)] {
         let (writer, found) = done.unwrap_or_else(|e| panic!("monitor {id}: {e:?}"));
@@ -1340,6 +1281,53 @@ async fn after_a_failed_batch_each_monitor_writes_its_first_checkpoint_alone() {
     }
     drop(firsts);
     writer_task.await.unwrap();
+}
+
+/// Waits until a batch's statement waits for the ledger `locker` holds,
+/// then (the batch timed out) until a statement that started waiting
+/// after it does: a monitor that `verb` alone. Then releases the ledger.
+async fn release_the_ledger_once_one_goes_alone(
+    fx: &Fixture,
+    mut locker: AsyncPgConnection,
+    verb: &str,
+) {
+    let deadline = poll::within(Duration::from_secs(10)).every(poll::QUICK);
+    let batch = deadline
+        .wait_async("the batch waits for the ledger", async || {
+            let now = ledger_waiters(fx).await;
+            if now.is_empty() { Err(now) } else { Ok(now) }
+        })
+        .await;
+    deadline
+        .wait_async(
+            &format!("a monitor {verb} alone after the batch failed"),
+            async || {
+                let now = ledger_waiters(fx).await;
+                poll::check(now.iter().any(|w| !batch.contains(w)), || now)
+            },
+        )
+        .await;
+    locker.batch_execute("COMMIT").await.unwrap();
+}
+
+/// Polls `future` once: whatever it sends on its first poll is queued
+/// before anything else runs (requests gathered into one batch).
+async fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) {
+    let mut future = Some(future);
+    std::future::poll_fn(|cx| {
+        if let Some(f) = future.take() {
+            let _ = f.poll(cx);
+        }
+        std::task::Poll::Ready(())
+    })
+    .await;
+}
+
+/// A snapshot of `binding` after `frames` frames, saved at `saved_at`.
+fn sealed_after(binding: &SnapshotBinding, frames: u64, saved_at: DateTime<Utc>) -> SealedSnapshot {
+    let mut state = ManagedState::default();
+    state.counters.frames = frames;
+    seal(binding, &state, saved_at, &key()).unwrap()
 }
 
 /// The sessions of this database waiting for a lock with a statement on
