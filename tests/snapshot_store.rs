@@ -1,7 +1,14 @@
 //! The fenced snapshot store against real PostgreSQL: one winner, refusals
 //! after a takeover, atomic checkpoints, lock-free heartbeats, cascades.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use chrono::{DateTime, TimeZone, Utc};
 use diesel::sql_types::{BigInt, Text, Timestamptz};
@@ -20,7 +27,11 @@ use radar::{
     },
 };
 use radar_testkit::{db, poll};
-use tokio::sync::Barrier;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    sync::Barrier,
+};
 use uuid::Uuid;
 
 const PUMP: &str = include_str!("../config/monitors/pump.toml");
@@ -1341,4 +1352,226 @@ async fn ledger_waiters(fx: &Fixture) -> Vec<Waiting> {
     .load::<Waiting>(&mut fx.conn().await)
     .await
     .unwrap()
+}
+
+/// A TCP relay to PostgreSQL that, once armed, lets the next `COMMIT`
+/// through to the server, waits until the server confirms it, and keeps
+/// the confirmation: after `hold` it closes the client's connection. The
+/// transaction committed and its client cannot know.
+struct CommitReplyCutter {
+    port: u16,
+    armed: Arc<AtomicBool>,
+    cut: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
+}
+
+/// PostgreSQL's CommandComplete message for a successful `COMMIT`.
+const COMMIT_COMPLETE: &[u8] = b"C\0\0\0\x0bCOMMIT\0";
+
+impl CommitReplyCutter {
+    async fn start(server_url: &str, hold: Duration) -> Self {
+        let server = server_address(server_url);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicUsize::new(0));
+        let closed = Arc::new(AtomicUsize::new(0));
+        let (a, c, d) = (armed.clone(), cut.clone(), closed.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = TcpStream::connect(&server).await else {
+                    continue;
+                };
+                let cutting = Cutting {
+                    armed: a.clone(),
+                    cut: c.clone(),
+                    closed: d.clone(),
+                    hold,
+                };
+                tokio::spawn(relay(client, upstream, cutting));
+            }
+        });
+        Self {
+            port,
+            armed,
+            cut,
+            closed,
+        }
+    }
+
+    /// `url` with its server replaced by this relay.
+    fn url(&self, url: &str) -> String {
+        url.replacen(&server_address(url), &format!("127.0.0.1:{}", self.port), 1)
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    fn cuts(&self) -> usize {
+        AtomicUsize::load(&self.cut, Ordering::SeqCst)
+    }
+
+    /// Waits until the connection whose confirmation was kept is closed.
+    async fn wait_closed(&self) {
+        poll::within(Duration::from_secs(10))
+            .wait_async("the cut connection closed", async || {
+                let closed = AtomicUsize::load(&self.closed, Ordering::SeqCst);
+                poll::check(closed > 0, || closed)
+            })
+            .await;
+    }
+}
+
+/// What one relayed connection shares with the cutter.
+struct Cutting {
+    armed: Arc<AtomicBool>,
+    cut: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
+    hold: Duration,
+}
+
+/// `host:port` of a `postgres://user@host:port/...` URL.
+fn server_address(url: &str) -> String {
+    let rest = url.split_once('@').map_or(url, |(_, rest)| rest);
+    rest.split('/').next().unwrap().to_string()
+}
+
+async fn relay(client: TcpStream, server: TcpStream, cutter: Cutting) {
+    let armed = cutter.armed.clone();
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_server, mut to_server) = server.into_split();
+    let cutting = Arc::new(AtomicBool::new(false));
+    let flag = cutting.clone();
+    let upward = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = from_client.read(&mut buf).await
+            && n > 0
+        {
+            let chunk = &buf[..n];
+            // Set before the COMMIT reaches the server, so its reply is held.
+            if chunk.windows(6).any(|w| w == b"COMMIT") && armed.swap(false, Ordering::SeqCst) {
+                flag.store(true, Ordering::SeqCst);
+            }
+            if to_server.write_all(chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut held = Vec::new();
+    while let Ok(n) = from_server.read(&mut buf).await
+        && n > 0
+    {
+        if AtomicBool::load(&cutting, Ordering::SeqCst) {
+            held.extend_from_slice(&buf[..n]);
+            if held
+                .windows(COMMIT_COMPLETE.len())
+                .any(|w| w == COMMIT_COMPLETE)
+            {
+                cutter.cut.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(cutter.hold).await;
+                upward.abort();
+                cutter.closed.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+        } else if to_client.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    upward.abort();
+}
+
+/// A checkpoint whose COMMIT reached the server but whose confirmation
+/// was lost fails as far as its writer can tell; the row holds it anyway.
+/// The writer keeps that checkpoint's signature as one it may own, so its
+/// next checkpoint is accepted instead of being refused as a takeover.
+/// The connection closes (a database error) ...
+#[tokio::test]
+async fn a_checkpoint_whose_commit_confirmation_is_lost_is_accepted_by_the_next_write() {
+    next_write_after_a_lost_confirmation("commit_reply_lost", Duration::ZERO).await;
+}
+
+/// ... or stays silent until the writer's own bound gives up (a timeout).
+#[tokio::test]
+async fn a_checkpoint_whose_commit_confirmation_never_comes_is_accepted_by_the_next_write() {
+    next_write_after_a_lost_confirmation("commit_reply_late", Duration::from_secs(3)).await;
+}
+
+async fn next_write_after_a_lost_confirmation(tag: &str, hold: Duration) {
+    let fx = fixture(tag).await;
+    let writer = fx.claim("worker-a").await;
+    let cutter = CommitReplyCutter::start(&fx.db.url, hold).await;
+    // Statements bounded by 500 ms: the writer gives up on a COMMIT after
+    // twice that, well before a held confirmation's connection closes.
+    let pool = store::connect(&cutter.url(&fx.db.url), 2, Duration::from_millis(500))
+        .await
+        .unwrap();
+    let writer = CheckpointStore::new(pool, "worker-a").resume(fx.service_id, writer.token());
+    let lost = fx.sealed(2, at(2));
+    cutter.arm();
+    let WriteOutcome::Failed { writer, error } =
+        writer.checkpoint(&lost, &PendingResults::default()).await
+    else {
+        panic!("the checkpoint whose confirmation was lost did not fail");
+    };
+    assert_eq!(cutter.cuts(), 1, "{error}");
+    let timed_out = matches!(error, store::StoreError::Timeout { .. });
+    assert_eq!(timed_out, !hold.is_zero(), "{error}");
+    assert_eq!(
+        fx.row_signature().await.unwrap(),
+        lost.bytes.signature,
+        "the lost checkpoint committed"
+    );
+    cutter.wait_closed().await;
+    let next = fx.sealed(3, at(3));
+    let writer = committed(writer.checkpoint(&next, &PendingResults::default()).await);
+    assert_eq!(writer.token(), next.token);
+    assert_eq!(fx.row_signature().await.unwrap(), next.bytes.signature);
+}
+
+/// Restarting monitors whose batch COMMIT reached the server but whose
+/// confirmation was lost each write their first checkpoint again alone,
+/// and the row that already holds it is accepted as their own.
+#[tokio::test]
+async fn first_checkpoints_whose_batch_confirmation_is_lost_are_accepted_when_written_alone() {
+    let fx = fixture("first_reply_lost").await;
+    let (one, one_binding, one_loaded) = restored_beside(&fx, "one").await;
+    let (two, two_binding, two_loaded) = restored_beside(&fx, "two").await;
+    let next_of = |binding: &SnapshotBinding| sealed_after(binding, 2, at(30));
+    let (one_next, two_next) = (next_of(&one_binding), next_of(&two_binding));
+    let cutter = CommitReplyCutter::start(&fx.db.url, Duration::ZERO).await;
+    let pool = store::connect(&cutter.url(&fx.db.url), 2, db::STATEMENT_TIMEOUT)
+        .await
+        .unwrap();
+    let store = CheckpointStore::new(pool, "worker-b");
+    let (firsts, writing) = store::FirstCheckpoints::new(store.clone());
+    let mut both = Box::pin(futures_util::future::join(
+        store
+            .resume(one, one_loaded)
+            .first_checkpoint_together(&firsts, &one_next, None),
+        store
+            .resume(two, two_loaded)
+            .first_checkpoint_together(&firsts, &two_next, None),
+    ));
+    // One poll queues both requests before the writer runs: one batch.
+    poll_once(both.as_mut()).await;
+    cutter.arm();
+    let writer_task = tokio::spawn(writing.run());
+    let (one_done, two_done) = both.await;
+    assert_eq!(cutter.cuts(), 1, "the batch's confirmation was cut");
+    for (id, done, next) in [(one, one_done, &one_next), (two, two_done, &two_next)] {
+        let (writer, found) = done.unwrap_or_else(|e| panic!("monitor {id}: {e:?}"));
+        assert_eq!(found, AlarmReconciliation::default());
+        assert_eq!(writer.token(), next.token);
+        let row = first_written(&fx, id).await;
+        // Two ledger entries after the restore's: the batch's, which
+        // committed, and the lone write's.
+        assert_eq!(
+            (row.signature, row.sequence),
+            (next.token.as_bytes().to_vec(), 4)
+        );
+    }
+    drop(firsts);
+    writer_task.await.unwrap();
 }
