@@ -1252,10 +1252,7 @@ async fn first_checkpoints_written_together_answer_each_monitor_as_one_written_a
 #[tokio::test]
 async fn after_a_failed_batch_each_monitor_writes_its_first_checkpoint_alone() {
     let fx = fixture("first_together_failed").await;
-    let (one, one_binding, one_loaded) = restored_beside(&fx, "one").await;
-    let (two, two_binding, two_loaded) = restored_beside(&fx, "two").await;
-    let next_of = |binding: &SnapshotBinding| sealed_after(binding, 2, at(30));
-    let (one_next, two_next) = (next_of(&one_binding), next_of(&two_binding));
+    let restarts = two_restarts(&fx).await;
     // The batch's statements give up after 2 s; a lone write must not time
     // out before the lock below is released (a few milliseconds after it
     // starts waiting), even on a loaded machine.
@@ -1266,32 +1263,69 @@ async fn after_a_failed_batch_each_monitor_writes_its_first_checkpoint_alone() {
         .await
         .unwrap();
     let (firsts, writing) = store::FirstCheckpoints::new(store.clone());
-    let mut both = Box::pin(futures_util::future::join(
-        store
-            .resume(one, one_loaded)
-            .first_checkpoint_together(&firsts, &one_next, None),
-        store
-            .resume(two, two_loaded)
-            .first_checkpoint_together(&firsts, &two_next, None),
-    ));
-    // One poll queues both requests before the writer runs: one batch.
-    poll_once(both.as_mut()).await;
+    let both = both_queued(&store, &firsts, &restarts).await;
     let writer_task = tokio::spawn(writing.run());
     let release = release_the_ledger_once_one_goes_alone(&fx, locker, "writes");
-    let ((one_done, two_done), ()) = tokio::join!(both, release);
-    for (id, done, next) in [(one, one_done, &one_next), (two, two_done, &two_next)] {
+    let (done, ()) = tokio::join!(both, release);
+    // The failed batch rolled back: one ledger entry, the lone write's.
+    each_first_written(&fx, &restarts, done, 3).await;
+    drop(firsts);
+    writer_task.await.unwrap();
+}
+
+/// A monitor restored beside the fixture's: its id, the token its restart
+/// loaded, and the first checkpoint the restart writes.
+type Restart = (Uuid, FencingToken, SealedSnapshot);
+
+/// Two monitors restored beside the fixture's, restarting.
+async fn two_restarts(fx: &Fixture) -> [Restart; 2] {
+    let restart = async |name: &str| {
+        let (id, binding, loaded) = restored_beside(fx, name).await;
+        (id, loaded, sealed_after(&binding, 2, at(30)))
+    };
+    [restart("one").await, restart("two").await]
+}
+
+type FirstDone = Result<(CheckpointWriter, AlarmReconciliation), NotCommitted>;
+
+/// Both restarts' first checkpoints asked of `firsts` together: one poll
+/// queues both requests before the writer runs, so they make one batch.
+async fn both_queued<'a>(
+    store: &'a CheckpointStore,
+    firsts: &'a store::FirstCheckpoints,
+    restarts: &'a [Restart; 2],
+) -> std::pin::Pin<Box<impl Future<Output = (FirstDone, FirstDone)> + 'a>> {
+    let write = |(id, loaded, next): &'a Restart| {
+        store
+            .resume(*id, loaded.clone())
+            .first_checkpoint_together(firsts, next, None)
+    };
+    let mut both = Box::pin(futures_util::future::join(
+        write(&restarts[0]),
+        write(&restarts[1]),
+    ));
+    poll_once(both.as_mut()).await;
+    both
+}
+
+/// Each restart committed its first checkpoint, found no alarm to
+/// reconcile, and its ledger stands at `sequence`.
+async fn each_first_written(
+    fx: &Fixture,
+    restarts: &[Restart; 2],
+    (one, two): (FirstDone, FirstDone),
+    sequence: i64,
+) {
+    for ((id, _, next), done) in restarts.iter().zip([one, two]) {
         let (writer, found) = done.unwrap_or_else(|e| panic!("monitor {id}: {e:?}"));
         assert_eq!(found, AlarmReconciliation::default());
         assert_eq!(writer.token(), next.token);
-        let row = first_written(&fx, id).await;
-        // The failed batch rolled back: one ledger entry, the lone write's.
+        let row = first_written(fx, *id).await;
         assert_eq!(
             (row.signature, row.sequence),
-            (next.token.as_bytes().to_vec(), 3)
+            (next.token.as_bytes().to_vec(), sequence)
         );
     }
-    drop(firsts);
-    writer_task.await.unwrap();
 }
 
 /// Waits until a batch's statement waits for the ledger `locker` holds,
@@ -1537,42 +1571,21 @@ async fn next_write_after_a_lost_confirmation(tag: &str, hold: Duration) {
 #[tokio::test]
 async fn first_checkpoints_whose_batch_confirmation_is_lost_are_accepted_when_written_alone() {
     let fx = fixture("first_reply_lost").await;
-    let (one, one_binding, one_loaded) = restored_beside(&fx, "one").await;
-    let (two, two_binding, two_loaded) = restored_beside(&fx, "two").await;
-    let next_of = |binding: &SnapshotBinding| sealed_after(binding, 2, at(30));
-    let (one_next, two_next) = (next_of(&one_binding), next_of(&two_binding));
+    let restarts = two_restarts(&fx).await;
     let cutter = CommitReplyCutter::start(&fx.db.url, Duration::ZERO).await;
     let pool = store::connect(&cutter.url(&fx.db.url), 2, db::STATEMENT_TIMEOUT)
         .await
         .unwrap();
     let store = CheckpointStore::new(pool, "worker-b");
     let (firsts, writing) = store::FirstCheckpoints::new(store.clone());
-    let mut both = Box::pin(futures_util::future::join(
-        store
-            .resume(one, one_loaded)
-            .first_checkpoint_together(&firsts, &one_next, None),
-        store
-            .resume(two, two_loaded)
-            .first_checkpoint_together(&firsts, &two_next, None),
-    ));
-    // One poll queues both requests before the writer runs: one batch.
-    poll_once(both.as_mut()).await;
+    let both = both_queued(&store, &firsts, &restarts).await;
     cutter.arm();
     let writer_task = tokio::spawn(writing.run());
-    let (one_done, two_done) = both.await;
+    let done = both.await;
     assert_eq!(cutter.cuts(), 1, "the batch's confirmation was cut");
-    for (id, done, next) in [(one, one_done, &one_next), (two, two_done, &two_next)] {
-        let (writer, found) = done.unwrap_or_else(|e| panic!("monitor {id}: {e:?}"));
-        assert_eq!(found, AlarmReconciliation::default());
-        assert_eq!(writer.token(), next.token);
-        let row = first_written(&fx, id).await;
-        // Two ledger entries after the restore's: the batch's, which
-        // committed, and the lone write's.
-        assert_eq!(
-            (row.signature, row.sequence),
-            (next.token.as_bytes().to_vec(), 4)
-        );
-    }
+    // Two ledger entries after the restore's: the batch's, which
+    // committed, and the lone write's.
+    each_first_written(&fx, &restarts, done, 4).await;
     drop(firsts);
     writer_task.await.unwrap();
 }
