@@ -1394,9 +1394,15 @@ async fn ledger_waiters(fx: &Fixture) -> Vec<Waiting> {
 /// transaction committed and its client cannot know.
 struct CommitReplyCutter {
     port: u16,
-    armed: Arc<AtomicBool>,
-    cut: Arc<AtomicUsize>,
-    closed: Arc<AtomicUsize>,
+    shared: Arc<Cutting>,
+}
+
+/// What every relayed connection shares with the cutter.
+struct Cutting {
+    armed: AtomicBool,
+    cut: AtomicUsize,
+    closed: AtomicUsize,
+    hold: Duration,
 }
 
 /// PostgreSQL's CommandComplete message for a successful `COMMIT`.
@@ -1407,30 +1413,22 @@ impl CommitReplyCutter {
         let server = server_address(server_url);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let armed = Arc::new(AtomicBool::new(false));
-        let cut = Arc::new(AtomicUsize::new(0));
-        let closed = Arc::new(AtomicUsize::new(0));
-        let (a, c, d) = (armed.clone(), cut.clone(), closed.clone());
+        let shared = Arc::new(Cutting {
+            armed: AtomicBool::new(false),
+            cut: AtomicUsize::new(0),
+            closed: AtomicUsize::new(0),
+            hold,
+        });
+        let relayed = shared.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(upstream) = TcpStream::connect(&server).await else {
                     continue;
                 };
-                let cutting = Cutting {
-                    armed: a.clone(),
-                    cut: c.clone(),
-                    closed: d.clone(),
-                    hold,
-                };
-                tokio::spawn(relay(client, upstream, cutting));
+                tokio::spawn(relay(client, upstream, relayed.clone()));
             }
         });
-        Self {
-            port,
-            armed,
-            cut,
-            closed,
-        }
+        Self { port, shared }
     }
 
     /// `url` with its server replaced by this relay.
@@ -1439,30 +1437,22 @@ impl CommitReplyCutter {
     }
 
     fn arm(&self) {
-        self.armed.store(true, Ordering::SeqCst);
+        self.shared.armed.store(true, Ordering::SeqCst);
     }
 
     fn cuts(&self) -> usize {
-        AtomicUsize::load(&self.cut, Ordering::SeqCst)
+        AtomicUsize::load(&self.shared.cut, Ordering::SeqCst)
     }
 
     /// Waits until the connection whose confirmation was kept is closed.
     async fn wait_closed(&self) {
         poll::within(Duration::from_secs(10))
             .wait_async("the cut connection closed", async || {
-                let closed = AtomicUsize::load(&self.closed, Ordering::SeqCst);
+                let closed = AtomicUsize::load(&self.shared.closed, Ordering::SeqCst);
                 poll::check(closed > 0, || closed)
             })
             .await;
     }
-}
-
-/// What one relayed connection shares with the cutter.
-struct Cutting {
-    armed: Arc<AtomicBool>,
-    cut: Arc<AtomicUsize>,
-    closed: Arc<AtomicUsize>,
-    hold: Duration,
 }
 
 /// `host:port` of a `postgres://user@host:port/...` URL.
@@ -1471,12 +1461,11 @@ fn server_address(url: &str) -> String {
     rest.split('/').next().unwrap().to_string()
 }
 
-async fn relay(client: TcpStream, server: TcpStream, cutter: Cutting) {
-    let armed = cutter.armed.clone();
+async fn relay(client: TcpStream, server: TcpStream, cutter: Arc<Cutting>) {
     let (mut from_client, mut to_client) = client.into_split();
     let (mut from_server, mut to_server) = server.into_split();
     let cutting = Arc::new(AtomicBool::new(false));
-    let flag = cutting.clone();
+    let (flag, armed) = (cutting.clone(), cutter.clone());
     let upward = tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
         while let Ok(n) = from_client.read(&mut buf).await
@@ -1484,7 +1473,8 @@ async fn relay(client: TcpStream, server: TcpStream, cutter: Cutting) {
         {
             let chunk = &buf[..n];
             // Set before the COMMIT reaches the server, so its reply is held.
-            if chunk.windows(6).any(|w| w == b"COMMIT") && armed.swap(false, Ordering::SeqCst) {
+            if chunk.windows(6).any(|w| w == b"COMMIT") && armed.armed.swap(false, Ordering::SeqCst)
+            {
                 flag.store(true, Ordering::SeqCst);
             }
             if to_server.write_all(chunk).await.is_err() {
