@@ -18,7 +18,7 @@
 //! stalls for longer than about the keep-alive interval can cost the
 //! connection; that is then an ordinary outage (reported, retried).
 
-use std::sync::Arc;
+use std::{collections::VecDeque, sync::Arc};
 
 use chrono::Utc;
 use rumqttc::{AsyncClient, EventLoop};
@@ -111,11 +111,7 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
     // 100-slot table of outgoing publishes (about 7 KiB per monitor) that
     // stays empty.
     mqtt_options.set_inflight(u16::try_from(request_capacity).unwrap_or(u16::MAX));
-    let (client, eventloop) = AsyncClient::new(mqtt_options, request_capacity);
-    let mut eventloop = eventloop;
-    eventloop
-        .network_options
-        .set_connection_timeout(options.handshake_timeout.as_secs().max(1));
+    let (client, eventloop) = connection(mqtt_options, request_capacity, options.handshake_timeout);
     let (session, first) = Session::new(
         SessionConfig {
             monitor: options.monitor.clone(),
@@ -157,6 +153,25 @@ pub fn spawn(options: IngestOptions, readings: &[ReadingConfig]) -> Result<Inges
     })
 }
 
+/// The client and event loop of one monitor's connection.
+fn connection(
+    mqtt_options: rumqttc::MqttOptions,
+    request_capacity: usize,
+    handshake_timeout: std::time::Duration,
+) -> (AsyncClient, EventLoop) {
+    let (client, mut eventloop) = AsyncClient::new(mqtt_options, request_capacity);
+    eventloop
+        .network_options
+        .set_connection_timeout(handshake_timeout.as_secs().max(1));
+    // rumqttc reserves room for 100 events (about 14 KiB) in every event
+    // loop. The packets of one socket read land there and the owner takes
+    // them before the next read, so an empty queue that grows to what the
+    // monitor's reads deliver holds the same events; an idle monitor then
+    // reserves nothing.
+    eventloop.state.events = VecDeque::new();
+    (client, eventloop)
+}
+
 /// Whether the messages reached the queue or ingestion must end.
 enum Admission {
     Done,
@@ -189,5 +204,24 @@ async fn stop_requested(stop: &mut watch::Receiver<bool>) {
         if stop.changed().await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_new_connection_reserves_no_event_queue() {
+        let options = rumqttc::MqttOptions::new("radar-test", "127.0.0.1", 1883);
+        let (_client, eventloop) = connection(options, 10, Duration::from_secs(7));
+        assert_eq!(eventloop.state.events.capacity(), 0);
+        assert_eq!(
+            eventloop.network_options.connection_timeout(),
+            7,
+            "the handshake timeout bounds the connection attempt"
+        );
     }
 }
