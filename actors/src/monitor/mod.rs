@@ -95,7 +95,11 @@ enum Stage {
 
 pub struct MonitorActor {
     worker: Arc<WorkerContext>,
-    row: MonitorRow,
+    id: Uuid,
+    /// The stored definition until the start takes it: a running monitor
+    /// keeps its parsed config, not the row's JSON (about 8 KiB for a
+    /// five-reading monitor).
+    row: Option<MonitorRow>,
     supervisor: Recipient<MonitorExited>,
     stage: Stage,
     metrics: MonitorTelemetry,
@@ -114,7 +118,8 @@ impl MonitorActor {
             span: tracing::info_span!("monitor", monitor_id = %row.id),
             metrics,
             worker,
-            row,
+            id: row.id,
+            row: Some(row),
             supervisor,
             stage: Stage::Starting {
                 stop_requested: false,
@@ -123,7 +128,7 @@ impl MonitorActor {
     }
 
     fn id(&self) -> Uuid {
-        self.row.id
+        self.id
     }
 
     /// Running -> stopping; any other stage stays as it is.
@@ -196,7 +201,17 @@ impl Actor for MonitorActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         let _span = self.span.clone().entered();
         let worker = self.worker.clone();
-        let row = self.row.clone();
+        // An actor starts once; the row is gone only if that ever changed.
+        let Some(row) = self.row.take() else {
+            self.finish(
+                ExitReason::StartupFailed {
+                    reason: "the monitor was started twice; its definition was already used"
+                        .to_owned(),
+                },
+                ctx,
+            );
+            return;
+        };
         let me = ctx.address();
         let metrics = self.metrics.clone();
         startup::start(worker, row, me, metrics, self.span.clone())
